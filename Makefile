@@ -1,0 +1,24 @@
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install demo test check lint typecheck bench
+
+install:
+	bash scripts/install.sh
+
+demo: install
+	bash scripts/demo.sh
+
+test: install
+	$(PY) -m pytest -q
+
+check: install lint typecheck
+
+lint:
+	$(VENV)/bin/ruff check .
+
+typecheck:
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) benchmarks/efficiency.py

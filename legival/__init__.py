@@ -1,0 +1,1 @@
+"""The `legival` command line and application layer over `legival_core`."""

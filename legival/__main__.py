@@ -1,0 +1,3 @@
+from legival.cli import app
+
+app()

@@ -1,0 +1,63 @@
+"""Shared CLI plumbing: one error style, progress bars on a terminal, the closing JSON line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+err_console = Console(stderr=True)
+out_console = Console()
+
+
+def emit_summary(summary: dict[str, Any]) -> None:
+    """The last line of standard output of every command: one JSON object."""
+    sys.stdout.flush()
+    print(json.dumps(summary, sort_keys=True, default=str), flush=True)
+
+
+class Bar:
+    """A progress bar handle: call it to advance, or `update` to set the position.
+
+    Without a terminal on stderr it does nothing, so logs and CI output stay clean."""
+
+    def __init__(self, progress: Progress | None, task: TaskID | None) -> None:
+        self._progress, self._task = progress, task
+
+    def __call__(self, n: int = 1) -> None:
+        if self._progress is not None and self._task is not None and n:
+            self._progress.advance(self._task, n)
+
+    def update(self, done: int | None = None, total: int | None = None, description: str | None = None) -> None:
+        if self._progress is None or self._task is None:
+            return
+        self._progress.update(self._task, completed=done, total=total, description=description)
+
+    def phase(self, name: str, done: int, total: int) -> None:
+        self.update(done=done, total=total, description=name)
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None = None) -> Iterator[Bar]:
+    if not err_console.is_terminal:
+        yield Bar(None, None)
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+    ) as prog:
+        yield Bar(prog, prog.add_task(description, total=total))
+
+
+def fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    raise SystemExit(code)

@@ -1,0 +1,195 @@
+"""Any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, ...) as a Legi-Val backend.
+
+It uses the raw `POST /v1/completions` endpoint, not chat: a rollout prompt ends inside an open
+assistant message (prefix(k), SPEC section 4), which chat endpoints would close. The prompt is
+rendered here with the model's chat template from a local tokenizer directory, so `render_chat` and
+`count_tokens` never touch the network. Decoding is greedy; token counts come from the server's
+`usage`, the prefix-cache hit from `usage.prompt_tokens_details.cached_tokens` where the server
+reports it (vLLM: `--enable-prompt-tokens-details`), else 0.
+
+Stop rules are applied after the fact, like the vLLM backend: the continuation is cut at the first
+token boundary where the rule holds. With `vllm_extensions=True` the server returns the generated
+token ids (`return_token_ids`) and the cut is exact; otherwise the text is re-tokenized locally.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest
+from legival_core.backends.stop_rules import cut_at_rule
+from legival_core.backends.vllm_backend import overflow_completion, render_chat_with, submission_order
+from legival_core.registry import register
+
+RETRY_STATUS = frozenset({408, 409, 429})
+
+
+class OpenAIBackendError(RuntimeError):
+    """The server refused a request (4xx) or kept failing after all retries."""
+
+
+class OpenAICompatBackend:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        tokenizer_dir: str | Path | None = None,
+        model_id: str | None = None,
+        context_length: int | None = None,
+        concurrency: int = 8,
+        max_retries: int = 5,
+        backoff_s: float = 0.5,
+        timeout_s: float = 600.0,
+        vllm_extensions: bool = False,
+        seed: int | None = 0,
+    ) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import httpx
+        from transformers import AutoTokenizer
+
+        if tokenizer_dir is None:
+            from legival_core.backends.smollm2 import smollm2_safetensors_dir
+
+            tokenizer_dir = smollm2_safetensors_dir()
+        self.base_url = base_url.rstrip("/")
+        if not self.base_url.endswith("/v1"):
+            self.base_url += "/v1"
+        self.model = model
+        self.model_id: str = model_id or model
+        self.concurrency = max(1, concurrency)
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.vllm_extensions = vllm_extensions
+        self.seed = seed
+        self.retries = 0
+        headers = {}
+        key = os.environ.get(api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(headers=headers, timeout=timeout_s)
+        self._httpx = httpx
+        self._tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+        self.context_length: int = (
+            context_length or self._server_context_length() or self._local_context_length()
+        )
+
+    def _server_context_length(self) -> int | None:
+        """vLLM lists `max_model_len` for each served model under /v1/models."""
+        try:
+            data = self._request("GET", "/models").get("data", [])
+        except OpenAIBackendError:
+            return None
+        for entry in data:
+            if entry.get("id") == self.model and entry.get("max_model_len"):
+                return int(entry["max_model_len"])
+        return None
+
+    def _local_context_length(self) -> int:
+        n = getattr(self._tokenizer, "model_max_length", None)
+        if isinstance(n, int) and 0 < n < 10**7:
+            return n
+        raise OpenAIBackendError("cannot tell the model's context length; pass context_length=")
+
+    def _request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One call with retries (exponential backoff with jitter) on connection errors, timeouts,
+        5xx and 408/409/429; other 4xx fail at once with the server's message."""
+        url = self.base_url + path
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self._client.request(method, url, json=payload)
+            except self._httpx.TransportError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.status_code < 400:
+                    data: dict[str, Any] = resp.json()
+                    return data
+                error = f"HTTP {resp.status_code}: {resp.text[:500]}"
+                if resp.status_code < 500 and resp.status_code not in RETRY_STATUS:
+                    raise OpenAIBackendError(f"{method} {url} -> {error}")
+            if attempt == self.max_retries:
+                raise OpenAIBackendError(f"{method} {url} failed after {attempt + 1} attempts: {error}")
+            self.retries += 1
+            time.sleep(self.backoff_s * 2**attempt * (1 + random.random()))
+        raise AssertionError("unreachable")
+
+    def render_chat(self, messages: Sequence[ChatMessage], continue_final_message: bool) -> str:
+        return render_chat_with(self._tokenizer, messages, continue_final_message)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _decode(self, ids: Sequence[int]) -> str:
+        return str(self._tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._encode(text))
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        lengths = [self.count_tokens(r.prompt) for r in requests]
+        results: list[Completion | None] = [None] * len(requests)
+        todo: list[int] = []
+        for i in submission_order(requests, lengths):
+            if lengths[i] >= self.context_length:
+                results[i] = overflow_completion(requests[i], lengths[i])
+            else:
+                todo.append(i)
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            futures = {i: pool.submit(self._one, requests[i], lengths[i]) for i in todo}
+            for i, fut in futures.items():
+                results[i] = fut.result()
+        return [c for c in results if c is not None]
+
+    def _one(self, request: GenerationRequest, prompt_len: int) -> Completion:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "prompt": request.prompt,
+            "max_tokens": max(1, min(request.max_new_tokens, self.context_length - prompt_len)),
+            "temperature": 0,
+            "n": 1,
+            "stream": False,
+        }
+        if self.seed is not None:
+            payload["seed"] = self.seed
+        if self.vllm_extensions:
+            payload |= {"return_token_ids": True, "add_special_tokens": False, "skip_special_tokens": True}
+        data = self._request("POST", "/completions", payload)
+        choice = data["choices"][0]
+        usage = data.get("usage") or {}
+        text = str(choice.get("text") or "")
+        prompt_tokens = int(usage.get("prompt_tokens", prompt_len))
+        n = int(usage.get("completion_tokens", 0))
+        details = usage.get("prompt_tokens_details") or {}
+        cached = min(int(details.get("cached_tokens") or 0), prompt_tokens)
+        finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
+        if request.stop_rule is not None:
+            ids = choice.get("token_ids")
+            cut = cut_at_rule(ids if ids is not None else self._encode(text), self._decode, request.stop_rule)
+            if cut is not None:
+                text, n, finish = cut.text, cut.n_tokens, "rule"
+        return Completion(
+            request_id=request.request_id,
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=n,
+            finish_reason=finish,
+            prefill_computed=prompt_tokens - cached,
+            prefill_cached=cached,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def make_openai_backend(**options: Any) -> OpenAICompatBackend:
+    """Registry factory: keyword options go to `OpenAICompatBackend` (base_url and model required)."""
+    return OpenAICompatBackend(**options)
+
+
+register("backend", "openai", make_openai_backend)

@@ -1,0 +1,57 @@
+"""What a dataset is to Legi-Val: a name, loaders for its public file formats, and a grader.
+
+A new dataset is one `DatasetSpec` passed to `register_dataset` in its own module (see AGENTS.md):
+the loader turns the public file into `Problem`s, the grader turns a model's text into a `Grade`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from legival_core.registry import register
+from legival_core.types import Grade, Problem
+
+Role = Literal["teacher", "student"]
+"""Teachers: the LAST answer in the answer text wins (falling back to the end of the reasoning).
+Students: the FIRST explicit answer in the continuation wins, and a bare number never counts."""
+
+Grader = Callable[[str, str, Problem, Role], Grade]
+"""grade(answer_text, reasoning, problem, role) -> Grade."""
+
+Loader = Callable[[Path], Iterator[Problem]]
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    name: str
+    grader: Grader
+    loaders: dict[str, Loader] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    system_prompt: str = ""
+    forcing_text: str = "The answer is \\boxed{"
+    grader_version: str = "1"
+
+    def load(self, path: Path, fmt: str | None = None) -> Iterator[Problem]:
+        if fmt is None:
+            if len(self.loaders) != 1:
+                raise ValueError(
+                    f"dataset {self.name!r} has several loaders ({', '.join(self.loaders)}); pass fmt"
+                )
+            fmt = next(iter(self.loaders))
+        return self.loaders[fmt](path)
+
+
+def register_dataset(spec: DatasetSpec) -> DatasetSpec:
+    register("dataset", spec.name, spec, aliases=spec.aliases)
+    register("grader", spec.name, spec.grader, aliases=spec.aliases)
+    return spec
+
+
+def get_dataset(name: str) -> DatasetSpec:
+    from legival_core.registry import get
+
+    spec: DatasetSpec = get("dataset", name)
+    return spec

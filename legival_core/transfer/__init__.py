@@ -1,0 +1,56 @@
+"""Transfer utility (SPEC section 4): rollout depths, trace curves, FOTU, SOTU, regression rate and their
+aggregation over traces, students and datasets. Importing this package registers the trace-level
+metrics ("trace_curve", "fotu", "first_success_bin", "sotu", "rr") in the registry."""
+
+from legival_core.transfer.depths import preprint_depths, rollout_depths
+from legival_core.transfer.metrics import (
+    N_BINS,
+    CurveMean,
+    DatasetAggregate,
+    MetricMean,
+    RegressionResult,
+    SotuResult,
+    StudentAggregate,
+    TeacherAggregate,
+    TraceTransfer,
+    aggregate_by_dataset,
+    aggregate_by_student,
+    aggregate_by_teacher,
+    bin_of,
+    first_success_bin,
+    fotu,
+    mean_curve,
+    mean_of_defined,
+    regression,
+    sotu,
+    trace_curve,
+    trace_curve_or_none,
+    trace_transfer,
+)
+
+__all__ = [
+    "N_BINS",
+    "CurveMean",
+    "DatasetAggregate",
+    "MetricMean",
+    "RegressionResult",
+    "SotuResult",
+    "StudentAggregate",
+    "TeacherAggregate",
+    "TraceTransfer",
+    "aggregate_by_dataset",
+    "aggregate_by_student",
+    "aggregate_by_teacher",
+    "bin_of",
+    "first_success_bin",
+    "fotu",
+    "mean_curve",
+    "mean_of_defined",
+    "preprint_depths",
+    "regression",
+    "rollout_depths",
+    "sotu",
+    "trace_curve",
+    "trace_curve_or_none",
+    "trace_transfer",
+]

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import pytest
+
+from legival_core.embed import embed
+from legival_core.ingest import ingest_file
+from legival_core.metrics.efficiency import lexical_backtracking, max_prev_similarity, redundancy
+from legival_core.reports.tables import teacher_dataset_metrics, trace_table
+from legival_core.segment import segment
+from legival_core.stages.efficiency import compute_efficiency
+from legival_core.store import Store
+from legival_core.tokens import token_len
+
+from .conftest import EXAMPLES
+
+
+@pytest.fixture
+def loaded(store: Store) -> Store:
+    ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
+    return store
+
+
+def test_computes_everything_once_then_nothing(loaded: Store) -> None:
+    s1 = compute_efficiency(loaded)
+    assert s1.segmented == 80 and s1.length_rows == 240 and s1.redundancy_rows == 80
+    assert s1.embedded_traces > 70
+    s2 = compute_efficiency(loaded)
+    assert (s2.segmented, s2.length_rows, s2.embedded_traces, s2.redundancy_rows) == (0, 0, 0, 0)
+
+
+def test_new_threshold_reuses_stored_similarities(loaded: Store) -> None:
+    compute_efficiency(loaded)
+    s = compute_efficiency(loaded, tau=0.5)
+    assert s.embedded_traces == 0 and s.redundancy_rows == 80
+
+
+def test_stored_values_equal_the_pure_functions(loaded: Store) -> None:
+    compute_efficiency(loaded)
+    t = trace_table(loaded)
+    row = t.filter(t["step_len"] > 5).row(0, named=True)
+    text = loaded.con.execute("SELECT reasoning FROM traces WHERE trace_id = ?", [row["trace_id"]]).fetchone()[0]
+    steps = segment(text)
+    assert row["token_len"] == token_len(text)
+    assert row["step_len"] == steps.m
+    assert row["backtracking"] == pytest.approx(lexical_backtracking(steps))
+    assert row["redundancy"] == pytest.approx(redundancy(max_prev_similarity(embed(steps.sentences())), 0.8))
+
+
+def test_teacher_dataset_table(loaded: Store) -> None:
+    compute_efficiency(loaded)
+    td = teacher_dataset_metrics(trace_table(loaded))
+    assert td.height == 5
+    assert set(td["n_traces"].to_list()) == {16}
+    for col in ("accuracy", "token_len_median", "step_len_median", "redundancy", "backtracking"):
+        assert td[col].null_count() == 0, col
+    assert td["accuracy"].max() > 0.5
+    assert set(td["backtracking_method"].to_list()) == {"lexical"}
