@@ -54,6 +54,28 @@ CREATE TABLE IF NOT EXISTS trace_metrics (
     code_version VARCHAR NOT NULL, value DOUBLE, method VARCHAR, status VARCHAR NOT NULL,
     detail VARCHAR,
     PRIMARY KEY (trace_id, metric, params, code_version));
+CREATE TABLE IF NOT EXISTS students (
+    student_key VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    decoding VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, profile VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    trace_id VARCHAR NOT NULL, student_key VARCHAR NOT NULL, k INTEGER NOT NULL,
+    sample INTEGER NOT NULL, m INTEGER NOT NULL, bin INTEGER NOT NULL, status VARCHAR NOT NULL,
+    correct BOOLEAN, forced BOOLEAN NOT NULL, extracted VARCHAR, grade_status VARCHAR,
+    continuation VARCHAR, forced_continuation VARCHAR, prompt_tokens INTEGER,
+    completion_tokens INTEGER, prefill_computed INTEGER, prefill_cached INTEGER,
+    finish_reason VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (trace_id, student_key, k, sample));
+CREATE TABLE IF NOT EXISTS judge_results (
+    trace_id VARCHAR NOT NULL, judge_key VARCHAR NOT NULL, judge VARCHAR NOT NULL,
+    model VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, status VARCHAR NOT NULL,
+    m INTEGER NOT NULL, flagged_steps VARCHAR, fraction DOUBLE, backtracking_detected BOOLEAN,
+    confidence DOUBLE, final_answer VARCHAR, raw_json VARCHAR, reason VARCHAR,
+    dropped_out_of_range INTEGER, retries INTEGER, input_tokens INTEGER, output_tokens INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (trace_id, judge_key));
+CREATE TABLE IF NOT EXISTS judge_batches (
+    batch_name VARCHAR PRIMARY KEY, judge_key VARCHAR NOT NULL, trace_ids VARCHAR NOT NULL,
+    state VARCHAR NOT NULL, submitted_at TIMESTAMP DEFAULT current_timestamp);
 """
 
 
@@ -226,6 +248,10 @@ _TABLES = {
     "step_counts",
     "step_similarity",
     "trace_metrics",
+    "students",
+    "rollouts",
+    "judge_results",
+    "judge_batches",
 }
 
 

@@ -50,10 +50,12 @@ def current_graders(store: Store) -> pl.DataFrame:
 
 def trace_table(store: Store, tau: float = DEFAULT_TAU, model: str = DEFAULT_MODEL) -> pl.DataFrame:
     """One row per trace with its grade and efficiency metrics (null where not computed yet)."""
+    from legival_core.reports.backtracking import judge_backtracking, prefer_judge
+
     graders = current_graders(store)
     store.con.register("_graders", graders.to_arrow())
     try:
-        return store.query(
+        table = store.query(
             """
             SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.truncated, t.source_correct,
                    g.correct, g.status AS grade_status, g.extracted, g.groups_correct,
@@ -81,6 +83,7 @@ def trace_table(store: Store, tau: float = DEFAULT_TAU, model: str = DEFAULT_MOD
         )
     finally:
         store.con.unregister("_graders")
+    return prefer_judge(table, judge_backtracking(store))
 
 
 def with_token_len_norm(traces: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,1 @@
+"""One module per command; each decorates `legival.app.app`."""

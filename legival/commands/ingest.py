@@ -1,0 +1,51 @@
+"""`legival ingest`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legival.app import DbOption, app, open_store
+from legival.console import emit_summary, err_console, fail, out_console, progress_bar
+
+
+@app.command()
+def ingest(
+    files: Annotated[list[Path], typer.Argument(help="Trace files (JSONL or Parquet).")],
+    db: DbOption,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and list bad lines instead of stopping.")] = False,
+    teacher: Annotated[str | None, typer.Option(help="Teacher name for every trace (default: the 'model' field).")] = None,
+) -> None:
+    """Import trace files and re-grade every trace with Legi-Val's graders."""
+    from legival_core.ingest import IngestError, ingest_file
+
+    t0 = time.perf_counter()
+    results = []
+    with open_store(db) as store, progress_bar("ingest") as advance:
+        for f in files:
+            try:
+                s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance)
+            except IngestError as e:
+                fail(f"{e} (nothing from this file was stored)")
+            results.append(s)
+            for bad in s.bad_lines:
+                err_console.print(f"skipped: {bad}", markup=False, highlight=False)
+            out_console.print(
+                f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
+                f"{len(s.bad_lines)} bad lines skipped, {s.disagreements} label disagreements",
+                markup=False, highlight=False,
+            )
+            for ex in s.disagreement_examples[:5]:
+                out_console.print(f"  disagreement: {ex}", markup=False, highlight=False)
+    emit_summary({
+        "command": "ingest",
+        "files": [r.as_dict() for r in results],
+        "new_traces": sum(r.new_traces for r in results),
+        "already_stored": sum(r.already_stored for r in results),
+        "bad_lines": sum(len(r.bad_lines) for r in results),
+        "label_disagreements": sum(r.disagreements for r in results),
+        "wall_s": round(time.perf_counter() - t0, 3),
+    })

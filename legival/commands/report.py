@@ -1,0 +1,48 @@
+"""`legival report`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legival.app import DbOption, app, open_store
+from legival.console import emit_summary, out_console
+
+
+@app.command()
+def report(
+    db: DbOption,
+    out: Annotated[Path, typer.Option("--out", help="Report directory.")],
+    tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = 0.8,
+) -> None:
+    """Build the reports from the store alone (no model call)."""
+    from legival_core.reports.build import build_reports
+
+    t0 = time.perf_counter()
+    with open_store(db) as store:
+        result = build_reports(store, out, tau=tau)
+    _print_table(result.teacher_dataset)
+    emit_summary({"command": "report", "out": str(out), "files": sorted(result.files),
+                  "wall_s": round(time.perf_counter() - t0, 3)})
+
+
+def _print_table(df) -> None:  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    table = Table(title="teacher x dataset", show_lines=False)
+    for c in df.columns:
+        table.add_column(c, overflow="fold")
+    for row in df.iter_rows():
+        table.add_row(*[_fmt(v) for v in row])
+    out_console.print(table)
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
