@@ -161,8 +161,7 @@ class Store:
         """A read query as a polars frame (parameters bound, never formatted into the SQL)."""
         import polars as pl
 
-        cur = self.con.execute(sql, list(params or []))
-        table = cur.to_arrow_table()
+        table = self.con.sql(sql, params=list(params or [])).to_arrow_table()
         return pl.from_arrow(table)  # type: ignore[return-value]
 
     # -- reads used by the stages -------------------------------------------------------------

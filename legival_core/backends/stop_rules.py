@@ -41,20 +41,22 @@ class StopRuleSpec:
 
     kind: str
     dataset: str = ""
+    prefix: str = ""
+    """Text the rule sees before the continuation (the forcing text in a forcing pass)."""
 
     def __post_init__(self) -> None:
         if self.kind not in _rules:
             raise ValueError(f"unknown stop rule {self.kind!r}; known: {', '.join(stop_rule_kinds())}")
 
     def __call__(self, text: str) -> bool:
-        return _rules[self.kind](self.dataset, text)
+        return _rules[self.kind](self.dataset, self.prefix + text)
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "dataset": self.dataset}
+        return {"kind": self.kind, "dataset": self.dataset, "prefix": self.prefix}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> StopRuleSpec:
-        return cls(kind=str(obj["kind"]), dataset=str(obj.get("dataset", "")))
+        return cls(kind=str(obj["kind"]), dataset=str(obj.get("dataset", "")), prefix=str(obj.get("prefix", "")))
 
 
 def first_complete_boxed_end(text: str) -> int | None:

@@ -127,3 +127,94 @@ def teacher_dataset_metrics(traces: pl.DataFrame) -> pl.DataFrame:
         .sort("teacher", "dataset")
     )
     return out.select(TEACHER_DATASET_COLUMNS)
+
+
+# --- transfer inputs (rollouts) ------------------------------------------------------------------------
+
+
+def student_table(store: Store) -> pl.DataFrame:
+    """(six, student_key, student): one row per student with rollouts, `student` the display name.
+
+    The name comes from the `students` table; a name shared by several student keys (e.g. two decoding
+    profiles of one model) is suffixed with the first 8 characters of the key so they stay apart."""
+    import polars as pl
+
+    s = store.query(
+        """
+        SELECT k.student_key, coalesce(s.name, k.student_key) AS name
+        FROM (SELECT DISTINCT student_key FROM rollouts) k
+        LEFT JOIN students s USING (student_key)
+        ORDER BY name, k.student_key
+        """
+    )
+    dup = pl.col("name").count().over("name") > 1
+    return s.with_columns(
+        pl.when(dup).then(pl.col("name") + "@" + pl.col("student_key").str.slice(0, 8))
+        .otherwise(pl.col("name")).alias("student"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("six"),
+    ).select("six", "student_key", "student")
+
+
+def rollout_depths(store: Store, traces: pl.DataFrame, students: pl.DataFrame) -> pl.DataFrame:
+    """One row per (trace, student, depth k) for the traces in `traces` (which carry an integer `tix`):
+    `m`, `y` = mean correctness of the `ok` samples (null when all overflowed) and the rollout counts.
+
+    Grouping happens in DuckDB and only integers leave it, so millions of rollouts stay small."""
+    store.con.register("_tix", traces.select("trace_id", "tix").to_arrow())
+    store.con.register("_six", students.select("student_key", "six").to_arrow())
+    try:
+        return store.query(
+            """
+            SELECT t.tix, s.six, r.k, max(r.m)::BIGINT AS m,
+                   avg(CASE WHEN r.status = 'ok' THEN CASE WHEN r.correct THEN 1.0 ELSE 0.0 END END) AS y,
+                   count(*)::BIGINT AS n_rollouts,
+                   count(*) FILTER (WHERE r.status = 'overflow')::BIGINT AS n_overflow,
+                   count(*) FILTER (WHERE r.status = 'ok' AND r.forced)::BIGINT AS n_forced,
+                   count(*) FILTER (WHERE r.status = 'ok' AND r.grade_status = 'unparsed')::BIGINT
+                       AS n_rollout_unparsed
+            FROM rollouts r JOIN _tix t USING (trace_id) JOIN _six s USING (student_key)
+            GROUP BY t.tix, s.six, r.k
+            """
+        )
+    finally:
+        store.con.unregister("_tix")
+        store.con.unregister("_six")
+
+
+def redundancy_sweep_table(
+    store: Store, thresholds: list[float], model: str = DEFAULT_MODEL
+) -> pl.DataFrame:
+    """trace_id -> redundancy at each threshold (columns `thr_<i>`), from the stored r_i
+    (`step_similarity`); traces with fewer than two steps have no r_i and redundancy 0 (SPEC section 3).
+    Only traces with stored similarities appear; the caller fills m < 2 traces with 0."""
+    cols = ", ".join(
+        f"count(*) FILTER (WHERE max_prev_cos > {float(t)!r})::DOUBLE / count(*) AS thr_{i}"
+        for i, t in enumerate(thresholds)
+    )
+    return store.query(
+        f"SELECT trace_id, {cols} FROM step_similarity WHERE model = ? AND segmenter = ? GROUP BY trace_id",
+        [model, SEGMENTER_VERSION],
+    )
+
+
+def write_rollouts_parquet(store: Store, traces: pl.DataFrame, students: pl.DataFrame, path: str) -> int:
+    """`rollouts.parquet` (CLI.md): written by DuckDB straight to disk, so its size never sits in memory."""
+    store.con.register("_tr", traces.select("trace_id", "teacher", "dataset", "problem_id").to_arrow())
+    store.con.register("_st", students.select("student_key", "student").to_arrow())
+    try:
+        n = store.run("SELECT count(*) FROM rollouts JOIN _tr USING (trace_id)")[0][0]
+        store.con.execute(
+            """
+            COPY (
+                SELECT t.teacher, t.dataset, t.problem_id, r.trace_id, s.student, r.k, r.m, r.bin,
+                       r.correct, r.forced, r.status, r.prompt_tokens, r.completion_tokens
+                FROM rollouts r JOIN _tr t USING (trace_id) JOIN _st s USING (student_key)
+                ORDER BY t.teacher, t.dataset, t.problem_id, r.trace_id, s.student, r.k, r.sample
+            ) TO ? (FORMAT parquet)
+            """,
+            [path],
+        )
+    finally:
+        store.con.unregister("_tr")
+        store.con.unregister("_st")
+    return int(n)

@@ -58,13 +58,14 @@ def compute_efficiency(
     chunk_traces: int = 400,
 ) -> EfficiencySummary:
     s = EfficiencySummary()
-    s.segmented = _segment_missing(store)
+    s.segmented = segment_missing(store)
     s.length_rows = _lengths_missing(store)
     _redundancy_missing(store, tau, model, s, progress, chunk_traces)
     return s
 
 
-def _segment_missing(store: Store) -> int:
+def segment_missing(store: Store) -> int:
+    """Segment every trace that has no steps for the current segmenter; returns how many."""
     todo = store.traces_missing_steps(SEGMENTER_VERSION)
     if todo.height == 0:
         return 0

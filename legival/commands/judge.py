@@ -1,0 +1,180 @@
+"""`legival judge` and `legival judge-agreement` (issue 5, SPEC section 3 "backtracking")."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from legival.app import DbOption, app, open_store
+from legival.console import emit_summary, err_console, fail, out_console, progress_bar
+
+if TYPE_CHECKING:
+    from legival_core.judges import BaseJudge
+
+JUDGES = ("gemini", "openai-compatible", "lexical")
+ESTIMATE_ONLY_KEY = "estimate-only-no-call"
+"""Stands in for a missing Gemini key under --estimate, which never calls the API."""
+
+
+@app.command()
+def judge(
+    db: DbOption,
+    judge_name: Annotated[str, typer.Option("--judge", help="gemini | openai-compatible | lexical.")] = "gemini",
+    model: Annotated[str | None, typer.Option(help="Judge model (gemini default: gemini-2.5-flash).")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="Endpoint (else LEGIVAL_GEMINI_BASE_URL / LEGIVAL_OPENAI_BASE_URL).")] = None,
+    limit: Annotated[int | None, typer.Option(help="First N traces per (teacher, dataset), stable order.")] = None,
+    estimate: Annotated[bool, typer.Option("--estimate", help="Print tokens and dollars; call nothing.")] = False,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = 16,
+    rpm: Annotated[float | None, typer.Option(help="Requests per minute limit.")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(
+        "--max-cost-usd", help="Refuse to start when the estimate is above this.")] = None,
+    batch: Annotated[bool, typer.Option("--batch", help="Gemini Batch API (half price, resumable).")] = False,
+    wait: Annotated[bool, typer.Option(help="With --batch: wait for the jobs and collect them.")] = True,
+    poll_interval: Annotated[float, typer.Option(help="With --batch: seconds between polls.")] = 30.0,
+    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Judge failed traces again.")] = False,
+    price_input: Annotated[float | None, typer.Option(help="USD per million input tokens.")] = None,
+    price_output: Annotated[float | None, typer.Option(help="USD per million output tokens.")] = None,
+) -> None:
+    """Backtracking by an LLM judge for the traces that have no result from that judge yet."""
+    from legival_core.judges import CostLimitExceeded, JudgeError
+    from legival_core.stages.judge import ensure_lexical, judge_missing
+
+    name = judge_name.strip().lower()
+    if name not in JUDGES:
+        fail(f"unknown judge {judge_name!r}; choose one of {', '.join(JUDGES)}")
+    if batch and name != "gemini":
+        fail("--batch needs --judge gemini (the Gemini Batch API)")
+    t0 = time.perf_counter()
+    with open_store(db) as store:
+        if name == "lexical":
+            s = ensure_lexical(store)
+        else:
+            j = _make_judge(name, model, base_url, concurrency, rpm, estimate, price_input, price_output)
+            with progress_bar(f"judge {name}") as bar:
+                try:
+                    s = judge_missing(
+                        store, j, limit=limit, progress=lambda d, t: bar.update(done=d, total=t),
+                        max_cost_usd=max_cost_usd, batch=batch, estimate_only=estimate,
+                        retry_failed=retry_failed, wait=wait, poll_interval_s=poll_interval,
+                    )
+                except (CostLimitExceeded, JudgeError, ValueError) as e:
+                    fail(j.scrub(str(e)))
+    wall = time.perf_counter() - t0
+    out_console.print(
+        f"judge {s.judge}/{s.model}: {s.selected} selected, {s.cached} cached, {s.judge_calls} judged "
+        f"({s.ok} ok, {s.failed} failed, {s.overflow} overflow), {s.retries} retries; "
+        f"estimated ${s.estimated_cost_usd:.4f}" + (" (estimate only, nothing sent)" if estimate else ""),
+        markup=False, highlight=False,
+    )
+    summary: dict[str, Any] = {"command": "judge", **s.as_dict(), "wall_s": round(wall, 3)}
+    if s.judge_calls and wall > 0:
+        summary["calls_per_s"] = round(s.judge_calls / wall, 1)
+    emit_summary(summary)
+
+
+def _make_judge(
+    name: str, model: str | None, base_url: str | None, concurrency: int, rpm: float | None,
+    estimate: bool, price_input: float | None, price_output: float | None,
+) -> BaseJudge:
+    from legival_core.judges import (
+        GeminiJudge,
+        JudgeError,
+        JudgeLimits,
+        MissingAPIKey,
+        OpenAICompatJudge,
+        Prices,
+    )
+
+    try:
+        limits = JudgeLimits(concurrency=concurrency, rpm=rpm)
+    except ValueError as e:
+        fail(str(e))
+    d = Prices()
+    prices = Prices(
+        price_input if price_input is not None else d.input_usd_per_million,
+        price_output if price_output is not None else d.output_usd_per_million,
+        d.batch_multiplier,
+    )
+    try:
+        if name == "gemini":
+            kw: dict[str, Any] = {"base_url": base_url, "limits": limits, "prices": prices}
+            if model:
+                kw["model"] = model
+            try:
+                return GeminiJudge(**kw)
+            except MissingAPIKey:
+                if not estimate:
+                    raise
+                return GeminiJudge(api_key=ESTIMATE_ONLY_KEY, **kw)
+        if not model:
+            fail("--judge openai-compatible needs --model (the served model id)")
+        return OpenAICompatJudge(model=str(model), base_url=base_url, limits=limits, prices=prices)
+    except (JudgeError, ImportError) as e:
+        fail(str(e))
+        raise  # unreachable: fail exits
+
+
+@app.command("judge-agreement")
+def judge_agreement(
+    human: Annotated[Path, typer.Option("--human", help="Human annotations (CSV or JSONL): trace_id, "
+                                        "annotator, steps or count.")],
+    db: DbOption,
+    judge_key: Annotated[str | None, typer.Option(
+        "--judge-key", help="Judge key (or a unique prefix); default: the only judge with results.")] = None,
+) -> None:
+    """Human backtracking annotations vs the stored judge counts (and annotator vs annotator)."""
+    from legival_core.judges import agreement, load_human_annotations
+    from legival_core.stages.judge import stored_judge_counts
+
+    t0 = time.perf_counter()
+    try:
+        ann = load_human_annotations(human)
+    except (OSError, ValueError) as e:
+        fail(f"{human}: {e}")
+    with open_store(db) as store:
+        try:
+            sc = stored_judge_counts(store, sorted({a.trace_id for a in ann}), judge_key)
+        except ValueError as e:
+            fail(str(e))
+    rep = agreement(ann, sc.counts, sc.datasets)
+    _print_agreement(rep)
+    if rep.skipped_no_judge or rep.skipped_no_dataset:
+        err_console.print(
+            f"left out: {rep.skipped_no_judge} traces without an ok judge result, "
+            f"{rep.skipped_no_dataset} traces not in the store", markup=False, highlight=False,
+        )
+    emit_summary({
+        "command": "judge-agreement",
+        "judge_key": sc.judge_key,
+        "judge": f"{sc.judge}/{sc.model}",
+        "annotations": len(ann),
+        **asdict(rep),
+        "wall_s": round(time.perf_counter() - t0, 3),
+    })
+
+
+def _print_agreement(rep: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="backtracking agreement per dataset")
+    for c in ("dataset", "pair", "n", "spearman", "kappa (counts)", "kappa (binary)"):
+        table.add_column(c)
+    for d in rep.per_dataset:
+        for p in (*d.human_vs_judge, *d.human_vs_human):
+            table.add_row(d.dataset, f"{p.a} vs {p.b}", str(p.n), _fmt(p.spearman), _fmt(p.kappa_counts),
+                          _fmt(p.kappa_binary))
+    out_console.print(table)
+    out_console.print(
+        f"Kendall tau across datasets, mean human vs judge: {_fmt(rep.kendall_tau_mean_human_vs_judge)}; "
+        + ", ".join(f"{a}: {_fmt(v)}" for a, v in rep.kendall_tau_per_annotator),
+        markup=False, highlight=False,
+    )
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"

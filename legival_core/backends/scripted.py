@@ -1,0 +1,72 @@
+"""A deterministic backend for fast tests of the transfer pipeline: the continuation is a function
+of the rendered prompt. It keeps the real interface (ChatML rendering with continue_final_message,
+stop rules applied per token, overflow, prefix-cache accounting by shared whitespace tokens), so the
+pipeline code under test is exactly the production code."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from legival_core.backends.base import ChatMessage, Completion, GenerationRequest
+from legival_core.registry import register
+
+Script = Callable[[str], str]
+
+
+class ScriptedBackend:
+    def __init__(self, script: Script, context_length: int = 4096, model_id: str = "scripted") -> None:
+        self.script = script
+        self.context_length = context_length
+        self.model_id = model_id
+        self.calls: list[GenerationRequest] = []
+
+    def render_chat(self, messages: Sequence[ChatMessage], continue_final_message: bool) -> str:
+        parts = [f"<|im_start|>{m.role}\n{m.content}<|im_end|>\n" for m in messages]
+        if continue_final_message:
+            last = messages[-1]
+            parts[-1] = f"<|im_start|>{last.role}\n{last.content}"
+        return "".join(parts)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        out = []
+        seen: dict[str, list[str]] = {}
+        for r in requests:
+            self.calls.append(r)
+            n_prompt = self.count_tokens(r.prompt)
+            if n_prompt >= self.context_length:
+                out.append(Completion(r.request_id, "", n_prompt, 0, "overflow", 0, 0))
+                continue
+            words = r.prompt.split()
+            cached = max((_common(words, w) for w in seen.get(r.group, [])), default=0) if r.group else 0
+            seen.setdefault(r.group, []).append(words)  # type: ignore[arg-type]
+            tokens = self.script(r.prompt).split(" ")
+            text, reason = "", "stop"
+            for i, tok in enumerate(tokens[: r.max_new_tokens]):
+                text = tok if i == 0 else f"{text} {tok}"
+                if r.stop_rule is not None and r.stop_rule(text):
+                    reason = "rule"
+                    break
+            else:
+                if len(tokens) > r.max_new_tokens:
+                    reason = "length"
+            out.append(Completion(r.request_id, text, n_prompt, len(text.split(" ")) if text else 0,
+                                  reason, n_prompt - cached, cached))  # type: ignore[arg-type]
+        return out
+
+    def close(self) -> None:
+        return None
+
+
+def _common(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+register("backend", "scripted", ScriptedBackend)

@@ -1,0 +1,246 @@
+"""The transfer stage: student rollouts on teacher-trace prefixes, stored in `rollouts` (SPEC section 4).
+
+Computes only what is missing: a rollout is keyed by (trace_id, student_key, k, sample), and the
+student key hashes model, decoding, prompt version and profile, so a rerun, or another backend
+serving the same model, reuses every stored rollout. Work goes to the backend one chunk of traces at
+a time, all depths of a trace together in ascending order (prefix-cache locality), and each chunk is
+committed before the next starts: a crash loses at most one chunk.
+
+Two passes per rollout: greedy continuation with a first-answer stop; if no answer is extractable,
+the forcing text is appended and at most `forcing_max_tokens` more are generated (`forced = true`).
+A prompt that does not fit the student's context is stored with `status = 'overflow'` and takes no
+part in the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from legival_core.backends.base import Completion, GenerationRequest, TextBackend
+from legival_core.backends.stop_rules import StopRuleSpec
+from legival_core.datasets.base import DatasetSpec, get_dataset
+from legival_core.reports.tables import current_graders
+from legival_core.segment import SEGMENTER_VERSION
+from legival_core.stages.efficiency import segment_missing
+from legival_core.store import Store
+from legival_core.transfer.planner import (
+    PROMPT_VERSION,
+    PlannedRollout,
+    StudentConfig,
+    plan_trace,
+    student_messages,
+)
+from legival_core.types import Grade, Problem, Span, Steps, canonical_json
+
+
+@dataclass(slots=True)
+class TransferSummary:
+    transfer_traces: int = 0
+    empty_correct_traces: int = 0
+    rollouts_total: int = 0
+    rollouts_cached: int = 0
+    rollouts_generated: int = 0
+    forced: int = 0
+    overflow: int = 0
+    prefill_computed: int = 0
+    prefill_cached: int = 0
+    decode_tokens: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TransferTrace:
+    trace_id: str
+    teacher: str
+    dataset: str
+    problem: Problem
+    steps: Steps
+
+
+def select_transfer_traces(
+    store: Store, teacher: str | None = None, dataset: str | None = None, limit: int | None = None
+) -> tuple[list[TransferTrace], int]:
+    """Correct, complete traces with m >= 1, in a stable order (teacher, dataset, problem_id,
+    trace_id); `limit` keeps the first N per (teacher, dataset). Also returns how many correct
+    traces have no steps (they take no part in transfer utility and are reported)."""
+    segment_missing(store)
+    graders = current_graders(store)
+    store.con.register("_graders", graders.to_arrow())
+    try:
+        rows = store.query(
+            """
+            SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, c.m,
+                   p.question, p.gold, p.choices,
+                   row_number() OVER (PARTITION BY t.teacher, t.dataset ORDER BY t.problem_id, t.trace_id) AS rn
+            FROM traces t
+            JOIN _graders cg ON cg.dataset = t.dataset
+            JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader AND g.correct
+            JOIN step_counts c ON c.trace_id = t.trace_id AND c.segmenter = ?
+            JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id
+            WHERE NOT t.truncated AND (? IS NULL OR t.teacher = ?) AND (? IS NULL OR t.dataset = ?)
+            ORDER BY t.teacher, t.dataset, t.problem_id, t.trace_id
+            """,
+            [SEGMENTER_VERSION, teacher, teacher, dataset, dataset],
+        )
+    finally:
+        store.con.unregister("_graders")
+    empty = rows.filter(rows["m"] == 0).height
+    rows = rows.filter(rows["m"] >= 1)
+    if limit is not None:
+        rows = rows.filter(rows["rn"] <= limit)
+    spans = store.step_spans(rows["trace_id"].to_list(), SEGMENTER_VERSION)
+    out = []
+    import json
+
+    for r in rows.iter_rows(named=True):
+        problem = Problem(r["dataset"], r["problem_id"], r["question"], r["gold"],
+                          tuple(json.loads(r["choices"])) if r["choices"] else ())
+        steps = Steps(r["reasoning"], tuple(Span(a, b) for a, b in spans[r["trace_id"]]))
+        out.append(TransferTrace(r["trace_id"], r["teacher"], r["dataset"], problem, steps))
+    return out, empty
+
+
+def run_transfer(
+    store: Store,
+    backend: TextBackend,
+    config: StudentConfig,
+    teacher: str | None = None,
+    dataset: str | None = None,
+    limit: int | None = None,
+    traces_per_chunk: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> TransferSummary:
+    """progress(done, total) counts rollouts (cached ones count as done at the start)."""
+    s = TransferSummary()
+    traces, s.empty_correct_traces = select_transfer_traces(store, teacher, dataset, limit)
+    s.transfer_traces = len(traces)
+    store.insert_rows("students", [{
+        "student_key": config.student_key, "name": config.name, "model": config.model,
+        "decoding": canonical_json(config.decoding()), "prompt_version": PROMPT_VERSION, "profile": config.profile,
+    }])
+    done_keys = _stored_depths(store, config.student_key, [t.trace_id for t in traces])
+    todo: list[tuple[TransferTrace, list[PlannedRollout]]] = []
+    for t in traces:
+        plans = plan_trace(t.trace_id, t.steps, config)
+        s.rollouts_total += len(plans)
+        missing = [p for p in plans if (t.trace_id, p.k) not in done_keys]
+        s.rollouts_cached += len(plans) - len(missing)
+        if missing:
+            todo.append((t, missing))
+    done = s.rollouts_cached
+    if progress:
+        progress(done, s.rollouts_total)
+    for start in range(0, len(todo), traces_per_chunk):
+        chunk = todo[start : start + traces_per_chunk]
+        rows = rollout_chunk(backend, config, chunk, s)
+        with store.transaction():
+            store.insert_rows("rollouts", rows)
+        s.rollouts_generated += len(rows)
+        done += len(rows)
+        if progress:
+            progress(done, s.rollouts_total)
+    return s
+
+
+def _stored_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
+    import pyarrow as pa
+
+    if not trace_ids:
+        return set()
+    store.con.register("_ids", pa.table({"trace_id": list(trace_ids)}))
+    try:
+        rows = store.run(
+            "SELECT r.trace_id, r.k FROM rollouts r JOIN _ids USING (trace_id) "
+            "WHERE r.student_key = ? AND r.sample = 0",
+            [student_key],
+        )
+    finally:
+        store.con.unregister("_ids")
+    return {(a, int(b)) for a, b in rows}
+
+
+def rollout_chunk(
+    backend: TextBackend,
+    config: StudentConfig,
+    chunk: Iterable[tuple[TransferTrace, list[PlannedRollout]]],
+    summary: TransferSummary,
+) -> list[dict[str, Any]]:
+    """Generate, grade and (where needed) force one chunk of traces; returns rollout rows."""
+    items: list[tuple[TransferTrace, PlannedRollout, DatasetSpec, str]] = []
+    requests = []
+    for t, plans in chunk:
+        spec = get_dataset(t.dataset)
+        for p in plans:
+            prompt = backend.render_chat(student_messages(spec.system_prompt, t.problem.question, p.prefix), True)
+            items.append((t, p, spec, prompt))
+            requests.append(GenerationRequest(f"{t.trace_id}:{p.k}", prompt, config.max_new_tokens, t.trace_id,
+                                              StopRuleSpec("first_answer", spec.name)))
+    first = backend.generate(requests)
+    rows: list[dict[str, Any]] = []
+    forcing: list[tuple[int, GenerationRequest]] = []
+    for i, ((t, p, spec, prompt), c) in enumerate(zip(items, first, strict=True)):
+        _account(summary, c)
+        row = _row(t, p, config, c)
+        if c.finish_reason == "overflow":
+            summary.overflow += 1
+        else:
+            g = grade_continuation(spec, t.problem, p.prefix, c, config)
+            _set_grade(row, g)
+            if g.status == "unparsed":
+                forcing.append((i, GenerationRequest(
+                    f"{t.trace_id}:{p.k}:forced", prompt + c.text + spec.forcing_text, config.forcing_max_tokens,
+                    t.trace_id, StopRuleSpec("first_answer", spec.name, prefix=spec.forcing_text))))
+        rows.append(row)
+    if forcing:
+        forced = backend.generate([r for _, r in forcing])
+        for (i, _), c in zip(forcing, forced, strict=True):
+            t, p, spec, _prompt = items[i]
+            _account(summary, c)
+            summary.forced += 1
+            row = rows[i]
+            row["forced"] = True
+            row["forced_continuation"] = c.text
+            row["completion_tokens"] += c.completion_tokens
+            if c.finish_reason != "overflow":
+                forced_text = spec.forcing_text + c.text
+                g = grade_text(spec, t.problem, forced_text, c.finish_reason == "rule")
+                _set_grade(row, g)
+    return rows
+
+
+def grade_continuation(spec: DatasetSpec, problem: Problem, prefix: str, c: Completion, config: StudentConfig) -> Grade:
+    """SPEC profile: the FIRST answer in the continuation alone. Preprint profile: the released
+    code's reading of prefix + continuation, last answer with the last-number fallback."""
+    if config.profile == "preprint":
+        return spec.grader(prefix + c.text, "", problem, "teacher")
+    return grade_text(spec, problem, c.text, c.finish_reason == "rule")
+
+
+def grade_text(spec: DatasetSpec, problem: Problem, text: str, stopped_by_rule: bool) -> Grade:
+    # Generation that ENDED (end-of-sequence or budget) cannot extend a trailing "The answer is 42":
+    # a newline tells the student extractor the answer is finished (legival_core.grading docs).
+    return spec.grader(text if stopped_by_rule else text + "\n", "", problem, "student")
+
+
+def _row(t: TransferTrace, p: PlannedRollout, config: StudentConfig, c: Completion) -> dict[str, Any]:
+    return {
+        "trace_id": t.trace_id, "student_key": config.student_key, "k": p.k, "sample": 0, "m": p.m,
+        "bin": p.bin, "status": "overflow" if c.finish_reason == "overflow" else "ok", "correct": None,
+        "forced": False, "extracted": None, "grade_status": None, "continuation": c.text,
+        "forced_continuation": None, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+        "prefill_computed": c.prefill_computed, "prefill_cached": c.prefill_cached, "finish_reason": c.finish_reason,
+    }
+
+
+def _set_grade(row: dict[str, Any], g: Grade) -> None:
+    row["correct"], row["extracted"], row["grade_status"] = g.correct, g.extracted, g.status
+
+
+def _account(s: TransferSummary, c: Completion) -> None:
+    s.prefill_computed += c.prefill_computed
+    s.prefill_cached += c.prefill_cached
+    s.decode_tokens += c.completion_tokens

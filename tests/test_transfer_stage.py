@@ -1,0 +1,129 @@
+"""The transfer pipeline end to end with the scripted backend (deterministic), then the real
+embedded SmolLM2 student on real traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from legival_core.backends.scripted import ScriptedBackend
+from legival_core.ingest import ingest_file
+from legival_core.stages.transfer import run_transfer, select_transfer_traces
+from legival_core.store import Store
+from legival_core.transfer.planner import StudentConfig
+
+from .conftest import EXAMPLES
+
+# 7 steps: K = {0, 3, 6, 7}; bins (50*k + 6) // 7 -> 0, 22, 43, 50
+REASONING = ("Janet has 16 eggs. She eats 3. She bakes with 4. That leaves 9 eggs. "
+             "Each sells for 2 dollars. So 9 times 2 is 18. The total is 18.")
+
+
+def _trace(pid: str, reasoning: str = REASONING, response: str = "\\boxed{18}", teacher: str = "t1") -> str:
+    return json.dumps({"model": teacher, "dataset": "gsm8k", "problem_id": pid, "problem": "How much?",
+                       "gold_answer": "18", "reasoning": reasoning, "response": response})
+
+
+def script(prompt: str) -> str:
+    """Answers 18 once the prefix shows "9 times 2"; before that, rambles (forcing pass needed).
+    In the forcing pass (prompt ends with the forcing text) it answers 17 below depth 3."""
+    if prompt.endswith("\\boxed{"):
+        return "18} done" if "leaves 9" in prompt else "17} done"
+    if "9 times 2" in prompt:
+        return "Then the answer is \\boxed{18} and more words"
+    return "I am not sure what to do"
+
+
+@pytest.fixture
+def loaded(store: Store, tmp_path: Path) -> Store:
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join([
+        _trace("gsm8k-test-1"), _trace("gsm8k-test-2"),
+        _trace("gsm8k-test-3", response="\\boxed{17}"),          # wrong: no transfer
+        _trace("gsm8k-test-4", reasoning="", response="\\boxed{18}"),  # correct, no steps
+    ]) + "\n", encoding="utf-8")
+    ingest_file(store, f)
+    return store
+
+
+def test_selection_and_empty_traces(loaded: Store) -> None:
+    traces, empty = select_transfer_traces(loaded)
+    assert [t.problem.problem_id for t in traces] == ["gsm8k-test-1", "gsm8k-test-2"]
+    assert empty == 1
+    assert [t.problem.problem_id for t in select_transfer_traces(loaded, limit=1)[0]] == ["gsm8k-test-1"]
+
+
+def test_rollouts_two_pass_grading_and_resume(loaded: Store) -> None:
+    backend = ScriptedBackend(script)
+    cfg = StudentConfig(name="scripted", backend="scripted", model="scripted-1", max_new_tokens=50)
+    s = run_transfer(loaded, backend, cfg)
+    assert (s.transfer_traces, s.empty_correct_traces) == (2, 1)
+    assert (s.rollouts_total, s.rollouts_cached, s.rollouts_generated) == (8, 0, 8)
+    rows = loaded.query(
+        "SELECT k, bin, m, status, correct, forced, extracted, continuation, forced_continuation "
+        "FROM rollouts WHERE trace_id = (SELECT min(trace_id) FROM rollouts) ORDER BY k").to_dicts()
+    assert [(r["k"], r["bin"], r["m"]) for r in rows] == [(0, 0, 7), (3, 22, 7), (6, 43, 7), (7, 50, 7)]
+    # k=0: unparsed -> forced, "17}" wrong; k=3: forced (prefix has "leaves 9"? no: 3 steps) -> 17, wrong;
+    # k=6 and k=7: the prefix contains "9 times 2" -> first answer 18, stopped at the closing brace.
+    assert [r["forced"] for r in rows] == [True, True, False, False]
+    assert [r["correct"] for r in rows] == [False, False, True, True]
+    assert [r["extracted"] for r in rows] == ["17", "17", "18", "18"]
+    assert rows[2]["continuation"] == "Then the answer is \\boxed{18}"  # first-answer early stop
+    assert rows[0]["forced_continuation"] == "17}"
+    # the forcing prompt is prompt + continuation + forcing text
+    forced_req = [r for r in backend.calls if r.request_id.endswith(":0:forced")][0]
+    assert forced_req.prompt.endswith("I am not sure what to do" + "The answer is \\boxed{")
+    assert forced_req.max_new_tokens == cfg.forcing_max_tokens
+
+    again = run_transfer(loaded, ScriptedBackend(script), cfg)
+    assert (again.rollouts_total, again.rollouts_cached, again.rollouts_generated) == (8, 8, 0)
+    # another backend serving the same model and decoding reuses the rollouts (key excludes backend)
+    other = StudentConfig(name="other-name", backend="embedded", model="scripted-1", max_new_tokens=50)
+    assert other.student_key == cfg.student_key
+    assert StudentConfig(model="scripted-1", max_new_tokens=51).student_key != cfg.student_key
+
+
+def test_overflow_is_recorded_not_graded(loaded: Store) -> None:
+    # the scripted tokenizer counts words; the k=7 prompt has more words than the k=0 prompt
+    k0_len = len(ScriptedBackend(script).render_chat(
+        __import__("legival_core.transfer.planner", fromlist=["x"]).student_messages(
+            __import__("legival_core.datasets", fromlist=["x"]).get_dataset("gsm8k").system_prompt, "How much?", ""), True).split())
+    backend = ScriptedBackend(script, context_length=k0_len + 10)
+    s = run_transfer(loaded, backend, StudentConfig(backend="scripted", model="scripted-small", max_new_tokens=50))
+    assert s.overflow > 0
+    rows = loaded.query("SELECT status, correct FROM rollouts WHERE status = 'overflow'").to_dicts()
+    assert rows and all(r["correct"] is None for r in rows)
+
+
+def test_preprint_profile_depths_and_prefixes(loaded: Store) -> None:
+    backend = ScriptedBackend(script)
+    cfg = StudentConfig(backend="scripted", model="scripted-1", max_new_tokens=50, profile="preprint")
+    run_transfer(loaded, backend, cfg)
+    ks = loaded.query("SELECT DISTINCT k FROM rollouts WHERE student_key = ? ORDER BY k", [cfg.student_key])
+    assert ks["k"].to_list() == [0, 3, 6]  # range(0, 7, 3) plus m-1 = 6; never m
+    k3 = [r for r in backend.calls if r.request_id.endswith(":3")][0]
+    assert "She eats 3.\nShe bakes with 4." in k3.prompt  # sentences re-joined with newlines
+
+
+@pytest.mark.slow
+def test_embedded_student_on_real_traces(tmp_path: Path) -> None:
+    from legival_core.transfer.students import make_student_backend
+
+    store = Store(tmp_path / "e.duckdb")
+    ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
+    cfg = StudentConfig(max_new_tokens=12, step_interval=6)
+    backend = make_student_backend(cfg)
+    try:
+        s = run_transfer(store, backend, cfg, teacher="openai/gpt-oss-120b", limit=2)
+    finally:
+        backend.close()
+    assert s.transfer_traces == 2 and s.rollouts_generated == s.rollouts_total > 2
+    assert s.prefill_cached > 0  # later depths of a trace reuse the earlier prefix
+    rows = store.query("SELECT k, m, status, prompt_tokens, completion_tokens FROM rollouts").to_dicts()
+    assert all(r["status"] == "ok" and r["prompt_tokens"] > 0 for r in rows)
+    assert {r["k"] for r in rows} >= {0}
+    s2 = run_transfer(store, make_student_backend(cfg), cfg, teacher="openai/gpt-oss-120b", limit=2)
+    assert s2.rollouts_generated == 0 and s2.rollouts_cached == s.rollouts_total
+    store.close()
