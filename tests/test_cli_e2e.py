@@ -76,3 +76,15 @@ def test_grade_command(tmp_path: Path) -> None:
     assert [g["equivalent"] for g in got] == [True, False, False]
     assert [g["grade_status"] for g in got] == ["ok", "ok", "unparsed"]
     assert got[0]["note"] == "kept"
+
+
+@pytest.mark.slow
+def test_transfer_command_with_embedded_student_then_nothing_to_do(tmp_path: Path) -> None:
+    db = tmp_path / "t.duckdb"
+    legival("ingest", str(EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"), "--db", str(db))
+    args = ("transfer", "--db", str(db), "--teacher", "openai/gpt-oss-20b", "--limit", "1",
+            "--max-new-tokens", "8", "--step-interval", "5")
+    first = last_json(legival(*args))
+    assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
+    second = last_json(legival(*args))
+    assert second["rollouts_generated"] == 0 and second["rollouts_cached"] == first["rollouts_total"]

@@ -104,17 +104,25 @@ def select_transfer_traces(
     return out, empty
 
 
-def run_transfer(
+@dataclass(slots=True)
+class TransferPlan:
+    """What a transfer run must generate: per trace, the depths not yet stored for this student."""
+
+    summary: TransferSummary
+    todo: list[tuple[TransferTrace, list[PlannedRollout]]]
+
+    def chunks(self, traces_per_chunk: int) -> list[list[tuple[TransferTrace, list[PlannedRollout]]]]:
+        return [self.todo[i : i + traces_per_chunk] for i in range(0, len(self.todo), traces_per_chunk)]
+
+
+def plan_missing(
     store: Store,
-    backend: TextBackend,
     config: StudentConfig,
     teacher: str | None = None,
     dataset: str | None = None,
     limit: int | None = None,
-    traces_per_chunk: int = 4,
-    progress: Callable[[int, int], None] | None = None,
-) -> TransferSummary:
-    """progress(done, total) counts rollouts (cached ones count as done at the start)."""
+) -> TransferPlan:
+    """Select the transfer traces, register the student, and list the rollouts that are missing."""
     s = TransferSummary()
     traces, s.empty_correct_traces = select_transfer_traces(store, teacher, dataset, limit)
     s.transfer_traces = len(traces)
@@ -131,14 +139,35 @@ def run_transfer(
         s.rollouts_cached += len(plans) - len(missing)
         if missing:
             todo.append((t, missing))
+    return TransferPlan(s, todo)
+
+
+def commit_rollouts(store: Store, rows: list[dict[str, Any]]) -> int:
+    """One transaction per chunk: a crash never leaves part of a chunk, a rerun never duplicates."""
+    with store.transaction():
+        return store.insert_rows("rollouts", rows).inserted
+
+
+def run_transfer(
+    store: Store,
+    backend: TextBackend,
+    config: StudentConfig,
+    teacher: str | None = None,
+    dataset: str | None = None,
+    limit: int | None = None,
+    traces_per_chunk: int = 4,
+    progress: Callable[[int, int], None] | None = None,
+) -> TransferSummary:
+    """In-process execution of a transfer plan. progress(done, total) counts rollouts (cached ones
+    count as done from the start). The orchestration layer runs the same chunks on Ray actors."""
+    plan = plan_missing(store, config, teacher, dataset, limit)
+    s = plan.summary
     done = s.rollouts_cached
     if progress:
         progress(done, s.rollouts_total)
-    for start in range(0, len(todo), traces_per_chunk):
-        chunk = todo[start : start + traces_per_chunk]
+    for chunk in plan.chunks(traces_per_chunk):
         rows = rollout_chunk(backend, config, chunk, s)
-        with store.transaction():
-            store.insert_rows("rollouts", rows)
+        commit_rollouts(store, rows)
         s.rollouts_generated += len(rows)
         done += len(rows)
         if progress:
