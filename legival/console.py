@@ -59,5 +59,5 @@ def progress_bar(description: str, total: int | None = None) -> Iterator[Bar]:
 
 
 def fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     raise SystemExit(code)

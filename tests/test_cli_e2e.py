@@ -88,3 +88,27 @@ def test_transfer_command_with_embedded_student_then_nothing_to_do(tmp_path: Pat
     assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
     second = last_json(legival(*args))
     assert second["rollouts_generated"] == 0 and second["rollouts_cached"] == first["rollouts_total"]
+
+
+def test_z3_command_on_published_records(tmp_path: Path) -> None:
+    src = Path(__file__).parent / "fixtures" / "z3"
+    files = sorted(src.glob("*.jsonl"))
+    assert files, "the z3 fixture is part of the repo"
+    lines = [ln for ln in files[0].read_text(encoding="utf-8").splitlines() if ln.strip()]
+    f = tmp_path / "in.jsonl"
+    f.write_text("\n".join([*lines, json.dumps({"id": "no-ir"})]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    s = last_json(legival("z3", str(f), "--out", str(out)))
+    got = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert s["records"] == len(got) == len(lines) + 1
+    for rec, src_line in zip(got, lines, strict=False):
+        want = json.loads(src_line)
+        assert rec["acs"] == pytest.approx(want["acs"], abs=1e-9)
+        for key in ("fas0", "jss", "rcr", "z3_status"):
+            assert key in rec
+    assert got[-1]["z3_status"] == "invalid_ir" and got[-1]["id"] == "no-ir"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[0] + "\n{oops\n", encoding="utf-8")
+    p = legival("z3", str(bad), "--out", str(tmp_path / "o2.jsonl"), check=False)
+    assert p.returncode == 2 and f"{bad}:2: field '<json>'" in p.stderr
+    assert not (tmp_path / "o2.jsonl").exists()

@@ -32,14 +32,14 @@ def ingest(
                 fail(f"{e} (nothing from this file was stored)")
             results.append(s)
             for bad in s.bad_lines:
-                err_console.print(f"skipped: {bad}", markup=False, highlight=False)
+                err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
             out_console.print(
                 f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
                 f"{len(s.bad_lines)} bad lines skipped, {s.disagreements} label disagreements",
-                markup=False, highlight=False,
+                markup=False, highlight=False, soft_wrap=True,
             )
             for ex in s.disagreement_examples[:5]:
-                out_console.print(f"  disagreement: {ex}", markup=False, highlight=False)
+                out_console.print(f"  disagreement: {ex}", markup=False, highlight=False, soft_wrap=True)
     emit_summary({
         "command": "ingest",
         "files": [r.as_dict() for r in results],

@@ -1,11 +1,11 @@
-"""`legival z3`."""
+"""`legival z3`: Z3 logical verification (gCoT) of records with an `ir` field."""
 
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -17,26 +17,36 @@ from legival.console import emit_summary, fail, progress_bar
 def z3(
     file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format).")],
     out: Annotated[Path, typer.Option("--out", help="Output JSONL with acs, fas0, jss, rcr, z3_status added.")],
+    timeout_ms: Annotated[int, typer.Option(help="Z3 time limit per check.")] = 10_000,
 ) -> None:
-    """Z3 logical verification of arithmetic IRs (gCoT paper)."""
+    """Z3 logical verification of arithmetic IRs; one output record per input record."""
     from legival_core.quality.z3_verify import verify_records
 
     t0 = time.perf_counter()
+    records: list[dict[str, Any]] = []
+    try:
+        lines = file.read_bytes().split(b"\n")
+    except OSError as e:
+        fail(f"{file}: {e.strerror}")
+    for i, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            fail(f"{file}:{i}: field '<encoding>': invalid UTF-8 at column {e.start + 1}")
+        except json.JSONDecodeError as e:
+            fail(f"{file}:{i}: field '<json>': malformed JSON: {e.msg}")
+        if not isinstance(rec, dict):
+            fail(f"{file}:{i}: field '<json>': each line must be a JSON object")
+        records.append(rec)
     counts: dict[str, int] = {}
-    n = 0
-    with file.open(encoding="utf-8") as fin, out.open("w", encoding="utf-8") as fout, progress_bar("z3") as advance:
-        def records():  # type: ignore[no-untyped-def]
-            for i, line in enumerate(fin, start=1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as e:
-                        fail(f"{file}:{i}: field '<json>': malformed JSON: {e.msg}")
-
-        for rec in verify_records(records()):
+    tmp = out.with_name(out.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fout, progress_bar("z3", total=len(records)) as bar:
+        for rec in verify_records(records, timeout_ms=timeout_ms):
             fout.write(json.dumps(rec, ensure_ascii=False) + "\n")
             counts[rec["z3_status"]] = counts.get(rec["z3_status"], 0) + 1
-            n += 1
-            advance(1)
-    emit_summary({"command": "z3", "records": n, "z3_status": counts, "out": str(out),
+            bar()
+    tmp.replace(out)
+    emit_summary({"command": "z3", "records": len(records), "z3_status": counts, "out": str(out),
                   "wall_s": round(time.perf_counter() - t0, 3)})

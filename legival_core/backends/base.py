@@ -52,8 +52,11 @@ class TextBackend(Protocol):
     """What the planner needs from a model: its chat template, its tokenizer, and batched greedy
     generation."""
 
-    model_id: str
-    context_length: int
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def context_length(self) -> int: ...
 
     def render_chat(self, messages: Sequence[ChatMessage], continue_final_message: bool) -> str: ...
 

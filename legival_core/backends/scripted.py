@@ -32,7 +32,7 @@ class ScriptedBackend:
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
         out = []
-        seen: dict[str, list[str]] = {}
+        seen: dict[str, list[list[str]]] = {}
         for r in requests:
             self.calls.append(r)
             n_prompt = self.count_tokens(r.prompt)
@@ -41,7 +41,7 @@ class ScriptedBackend:
                 continue
             words = r.prompt.split()
             cached = max((_common(words, w) for w in seen.get(r.group, [])), default=0) if r.group else 0
-            seen.setdefault(r.group, []).append(words)  # type: ignore[arg-type]
+            seen.setdefault(r.group, []).append(words)
             tokens = self.script(r.prompt).split(" ")
             text, reason = "", "stop"
             for i, tok in enumerate(tokens[: r.max_new_tokens]):

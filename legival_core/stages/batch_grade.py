@@ -49,10 +49,10 @@ def grade_jsonl(
         records.append(rec)
     counts = {"records": 0, "equivalent": 0, "ok": 0, "unparsed": 0, "timeout": 0}
     tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
+    with tmp.open("w", encoding="utf-8") as fh:
         for rec in records:
             graded = grade_record(rec, dataset, role)
-            f.write(json.dumps(graded, ensure_ascii=False) + "\n")
+            fh.write(json.dumps(graded, ensure_ascii=False) + "\n")
             counts["records"] += 1
             counts["equivalent"] += graded["equivalent"]
             counts[graded["grade_status"]] = counts.get(graded["grade_status"], 0) + 1

@@ -69,7 +69,8 @@ def segment_missing(store: Store) -> int:
     todo = store.traces_missing_steps(SEGMENTER_VERSION)
     if todo.height == 0:
         return 0
-    steps, counts = [], []
+    steps: list[dict[str, Any]] = []
+    counts: list[dict[str, Any]] = []
     for tid, text in zip(todo["trace_id"], todo["reasoning"], strict=True):
         spans = sentence_spans(text)
         counts.append({"trace_id": tid, "segmenter": SEGMENTER_VERSION, "m": len(spans)})
@@ -138,7 +139,8 @@ def _redundancy_missing(
         emb = embed(sentences, model)
         s.embed_seconds += time.perf_counter() - t0
         s.embedded_sentences += len(sentences)
-        sim_rows, offset = [], 0
+        sim_rows: list[dict[str, Any]] = []
+        offset = 0
         for t in part:
             m = len(spans[t])
             r = max_prev_similarity(emb[offset : offset + m].copy())

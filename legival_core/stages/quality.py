@@ -199,13 +199,13 @@ def _cohesion(g: _Group, store: Store, cfg: QualityConfig) -> Computer:
     import numpy as np
 
     from legival_core.embed import embed, resolve_model_path
-    from legival_core.stages.efficiency import _segment_missing
+    from legival_core.stages.efficiency import segment_missing
 
     try:
         resolve_model_path(cfg.embed_model)
     except RuntimeError as e:
         return Unavailable(cfg.embed_model, str(e))
-    _segment_missing(store)
+    segment_missing(store)
 
     def run(todo: pl.DataFrame) -> list[Row]:
         ids = todo["trace_id"].to_list()

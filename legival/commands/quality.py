@@ -1,0 +1,43 @@
+"""`legival quality`."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from legival.app import DbOption, app, fail, open_store
+from legival.console import emit_summary, progress_bar
+
+
+@app.command()
+def quality(
+    db: DbOption,
+    metrics: Annotated[str | None, typer.Option(
+        help="Comma-separated groups or metric names: clarity, cohesion, coherence_momentum, cross_encoder, nli, "
+             "alignscore, factcc, perplexity, bertscore, bleurt, z3 (default: all).")] = None,
+    embed_model: Annotated[str, typer.Option(help="Sentence-embedding model for cohesion.")] = "all-MiniLM-L6-v2",
+    nli_model: Annotated[str | None, typer.Option(help="MNLI model id or local directory.")] = None,
+    ppl_model: Annotated[str | None, typer.Option(help="Causal LM for perplexity (default: embedded SmolLM2).")] = None,
+) -> None:
+    """gCoT text-quality metrics (clarity, cohesion, consistency, fluency, informativeness, Z3) for traces that
+    lack them; metrics whose model is not installed are stored as 'unavailable'."""
+    from dataclasses import replace
+
+    from legival_core.stages.quality import QualityConfig, compute_quality, resolve_groups
+
+    names = [m for m in (metrics or "").split(",") if m.strip()]
+    try:
+        resolve_groups(names)
+    except ValueError as e:
+        fail(str(e))
+    cfg = replace(QualityConfig(), embed_model=embed_model)
+    if nli_model:
+        cfg = replace(cfg, nli_model=nli_model)
+    if ppl_model:
+        cfg = replace(cfg, ppl_model=ppl_model)
+    t0 = time.perf_counter()
+    with open_store(db) as store, progress_bar("quality") as bar:
+        s = compute_quality(store, names or None, cfg, progress=bar.phase)
+    emit_summary({"command": "quality", **s.as_dict(), "wall_s": round(time.perf_counter() - t0, 3)})
