@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 
 from legival_core.embed import embed
@@ -14,10 +17,41 @@ from legival_core.tokens import token_len
 from .conftest import EXAMPLES
 
 
+@pytest.fixture(scope="module")
+def ingested_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("eff") / "ingested.duckdb"
+    with Store(path) as s:
+        ingest_file(s, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
+    return path
+
+
+@pytest.fixture(scope="module")
+def computed_db(ingested_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("eff") / "computed.duckdb"
+    shutil.copy(ingested_db, path)
+    with Store(path) as s:
+        compute_efficiency(s)
+    return path
+
+
+def _copy(src: Path, tmp_path: Path) -> Store:
+    dst = tmp_path / "copy.duckdb"
+    shutil.copy(src, dst)
+    return Store(dst)
+
+
 @pytest.fixture
-def loaded(store: Store) -> Store:
-    ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
-    return store
+def loaded(ingested_db: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    s = _copy(ingested_db, tmp_path)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def computed(computed_db: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    s = _copy(computed_db, tmp_path)
+    yield s
+    s.close()
 
 
 def test_computes_everything_once_then_nothing(loaded: Store) -> None:
@@ -28,14 +62,13 @@ def test_computes_everything_once_then_nothing(loaded: Store) -> None:
     assert (s2.segmented, s2.length_rows, s2.embedded_traces, s2.redundancy_rows) == (0, 0, 0, 0)
 
 
-def test_new_threshold_reuses_stored_similarities(loaded: Store) -> None:
-    compute_efficiency(loaded)
-    s = compute_efficiency(loaded, tau=0.5)
+def test_new_threshold_reuses_stored_similarities(computed: Store) -> None:
+    s = compute_efficiency(computed, tau=0.5)
     assert s.embedded_traces == 0 and s.redundancy_rows == 80
 
 
-def test_stored_values_equal_the_pure_functions(loaded: Store) -> None:
-    compute_efficiency(loaded)
+def test_stored_values_equal_the_pure_functions(computed: Store) -> None:
+    loaded = computed
     t = trace_table(loaded)
     row = t.filter(t["step_len"] > 5).row(0, named=True)
     text = loaded.con.execute("SELECT reasoning FROM traces WHERE trace_id = ?", [row["trace_id"]]).fetchone()[0]
@@ -46,9 +79,8 @@ def test_stored_values_equal_the_pure_functions(loaded: Store) -> None:
     assert row["redundancy"] == pytest.approx(redundancy(max_prev_similarity(embed(steps.sentences())), 0.8))
 
 
-def test_teacher_dataset_table(loaded: Store) -> None:
-    compute_efficiency(loaded)
-    td = teacher_dataset_metrics(trace_table(loaded))
+def test_teacher_dataset_table(computed: Store) -> None:
+    td = teacher_dataset_metrics(trace_table(computed))
     assert td.height == 5
     assert set(td["n_traces"].to_list()) == {16}
     for col in ("accuracy", "token_len_median", "step_len_median", "redundancy", "backtracking"):

@@ -198,7 +198,8 @@ def test_cli_openai_compatible_judge(db: Path) -> None:
 
 
 def make_judge(srv: FakeGemini, **kw: Any) -> GeminiJudge:
-    return GeminiJudge(api_key=KEY, base_url=srv.url, limits=FAST, **kw)
+    kw.setdefault("limits", FAST)
+    return GeminiJudge(api_key=KEY, base_url=srv.url, **kw)
 
 
 def test_selection_is_stable_and_limit_is_per_teacher_dataset(db: Path) -> None:

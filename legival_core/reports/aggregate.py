@@ -136,7 +136,7 @@ def by_student(pairs: pl.DataFrame, tt: TransferTable) -> tuple[pl.DataFrame, pl
         },
         schema={**{k: pl.Utf8 for k in keys}, "bin": pl.Int64, "f": pl.Float64, "n": pl.Int64},
     )
-    out = agg.drop("_g").select(keys, *TRANSFER_METRICS, *STUDENT_COUNT_COLUMNS)
+    out = agg.drop("_g").select(*keys, *TRANSFER_METRICS, *STUDENT_COUNT_COLUMNS)
     return out, curves
 
 
@@ -187,7 +187,7 @@ def by_teacher(td: pl.DataFrame, dataset_curves: pl.DataFrame) -> tuple[pl.DataF
             pl.len().cast(pl.Int64).alias("n_datasets"),
             *[pl.col(c).mean() for c in metrics],
             *[pl.col(c).sum().cast(pl.Int64) for c in count_cols],
-            pl.col("backtracking_method").drop_nulls().str.split("+").flatten().unique().sort().str.join("+"),
+            pl.col("backtracking_method").drop_nulls().str.split("+").explode().unique().sort().str.join("+"),
             pl.col("n_students").max(),
         )
         .sort("teacher")

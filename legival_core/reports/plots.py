@@ -1,0 +1,176 @@
+"""Static report figures (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from legival_core.reports.build import ReportData
+
+PLOT_FILES = ("pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png")
+_NO_DATA = "no data yet"
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 110, "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+    return plt
+
+
+def _colors(teachers: list[str]) -> dict[str, Any]:
+    plt = _plt()
+    cmap = plt.get_cmap("tab20" if len(teachers) > 10 else "tab10")
+    return {t: cmap(i % cmap.N) for i, t in enumerate(teachers)}
+
+
+def write_plots(data: ReportData, out: Path) -> list[str]:
+    plt = _plt()
+    for name, fn in (("pareto.png", pareto_figure), ("correlations.png", correlation_figure),
+                     ("tu_curves.png", tu_curve_figure), ("redundancy_elbow.png", elbow_figure),
+                     ("rank_table.png", rank_table_figure)):
+        fig = fn(data)
+        fig.savefig(out / name, bbox_inches="tight")
+        plt.close(fig)
+    return list(PLOT_FILES)
+
+
+def _empty(ax: Any, text: str = _NO_DATA) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.5")
+
+
+def pareto_figure(data: ReportData) -> Any:
+    from legival_core.reports.pareto import FRONTIERS
+
+    plt = _plt()
+    t = data.teacher_metrics
+    colors = _colors(t["teacher"].to_list())
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for ax, (x, _xd, y, _yd, col) in zip(axes, FRONTIERS, strict=True):
+        rows = [r for r in t.select("teacher", x, y, col).iter_rows() if r[1] is not None and r[2] is not None]
+        ax.set_xlabel(f"{x} (lower is better)")
+        ax.set_ylabel(f"{y} (higher is better)")
+        if not rows:
+            _empty(ax, f"no {y} yet (no rollouts)" if y in ("fotu", "sotu") else _NO_DATA)
+            continue
+        front = sorted((r[1], r[2]) for r in rows if r[3])
+        if len(front) > 1:
+            ax.plot(*zip(*front, strict=True), color="0.6", lw=1, ls="--", zorder=1, label="Pareto frontier")
+        for name, xv, yv, on in rows:
+            ax.scatter(xv, yv, s=60 if on else 30, color=colors[name], edgecolor="black" if on else "none", zorder=2)
+            ax.annotate(name, (xv, yv), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.set_title(f"{y} vs {x}")
+    fig.suptitle("Pareto frontier of teachers (outlined: on the frontier)")
+    fig.tight_layout()
+    return fig
+
+
+def correlation_figure(data: ReportData) -> Any:
+    import numpy as np
+
+    from legival_core.reports.stats import correlation_matrix
+
+    plt = _plt()
+    metrics = data.correlation_metrics
+    mat = correlation_matrix(data.correlations, metrics)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(metrics), 0.8 + 0.5 * len(metrics)))
+    im = ax.imshow(np.ma.masked_invalid(mat), cmap="RdBu_r", vmin=-1, vmax=1)
+    ax.set_xticks(range(len(metrics)), metrics, rotation=60, ha="right")
+    ax.set_yticks(range(len(metrics)), metrics)
+    for i in range(len(metrics)):
+        for j in range(len(metrics)):
+            v = mat[i, j]
+            ax.text(j, i, "–" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if not np.isnan(v) and abs(v) > 0.6 else "black")
+    fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")
+    ax.set_title(f"Spearman correlation across teachers (n = {data.teacher_metrics.height})")
+    fig.tight_layout()
+    return fig
+
+
+def tu_curve_figure(data: ReportData) -> Any:
+    plt = _plt()
+    c = data.tu_curves
+    teachers = sorted(c["teacher"].unique().to_list())
+    colors = _colors(sorted(data.teacher_metrics["teacher"].to_list()))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    if not teachers:
+        _empty(ax, "no transfer curves yet (no rollouts)")
+    for t in teachers:
+        sub = c.filter(c["teacher"] == t).sort("bin")
+        x = [b / 50 for b in sub["bin"].to_list()]
+        ax.plot(x, sub["mu"].to_list(), color=colors.get(t), label=t, lw=1.5)
+        if sub["ci_low"].null_count() == 0:
+            ax.fill_between(x, sub["ci_low"].to_list(), sub["ci_high"].to_list(), color=colors.get(t), alpha=0.15)
+    ax.set_xlabel("prefix fraction k/m (bin b / B)")
+    ax.set_ylabel("mean student correctness mu_T(b)")
+    ax.set_ylim(0, 1)
+    ax.set_title("Transfer-utility curves (band: 95% bootstrap over problems)")
+    if teachers:
+        ax.legend(fontsize=7, ncol=2, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def elbow_figure(data: ReportData) -> Any:
+    plt = _plt()
+    e = data.elbow
+    teachers = sorted(e["teacher"].unique().to_list())
+    colors = _colors(sorted(data.teacher_metrics["teacher"].to_list()))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    if not teachers:
+        _empty(a1)
+        _empty(a2)
+    for t in teachers:
+        sub = e.filter(e["teacher"] == t).sort("threshold")
+        a1.plot(sub["threshold"].to_list(), sub["redundancy"].to_list(), marker=".", color=colors.get(t), label=t)
+        a2.plot(sub["threshold"].to_list(), sub["rank"].to_list(), marker=".", color=colors.get(t), label=t)
+    for ax in (a1, a2):
+        ax.axvline(data.tau, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("similarity threshold tau")
+    a1.set_ylabel("mean redundant fraction")
+    a2.set_ylabel("rank (1 = least redundant)")
+    a2.invert_yaxis()
+    a1.set_title("Redundancy vs threshold")
+    a2.set_title("Teacher rank per threshold")
+    if teachers:
+        a1.legend(fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def rank_table_figure(data: ReportData) -> Any:
+    plt = _plt()
+    t = data.teacher_metrics.sort("rank_accuracy", nulls_last=True)
+    metrics = [m for m in data.directions if f"rank_{m}" in t.columns]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.05 * len(metrics), 0.8 + 0.32 * max(t.height, 1)))
+    ax.axis("off")
+    if t.height == 0:
+        _empty(ax)
+        return fig
+    cells, colours = [], []
+    n = t.height
+    cmap = plt.get_cmap("RdYlGn_r")
+    for row in t.iter_rows(named=True):
+        line, col = [], []
+        for m in metrics:
+            r = row[f"rank_{m}"]
+            change = row.get(f"rank_change_{m}")
+            txt = "–" if r is None else str(r)
+            if r is not None and change:
+                txt += f" ({'+' if change > 0 else ''}{change})"
+            line.append(txt)
+            col.append("white" if r is None else cmap((r - 1) / max(n - 1, 1) * 0.8 + 0.1))
+        cells.append(line)
+        colours.append(col)
+    table = ax.table(cellText=cells, cellColours=colours, rowLabels=t["teacher"].to_list(),
+                     colLabels=metrics, loc="center", cellLoc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1, 1.3)
+    ax.set_title("Rank per metric (1 = best); in brackets: change against the accuracy rank", fontsize=9)
+    return fig
