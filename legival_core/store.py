@@ -169,16 +169,7 @@ class Store:
     def existing_trace_ids(self, ids: Sequence[str]) -> set[str]:
         if not ids:
             return set()
-        import pyarrow as pa
-
-        self.con.register("_ids", pa.table({"trace_id": list(ids)}))
-        try:
-            rows = self.run(
-                "SELECT t.trace_id FROM traces t JOIN _ids USING (trace_id)"
-            )
-        finally:
-            self.con.unregister("_ids")
-        return {r[0] for r in rows}
+        return {r[0] for r in self.with_ids(ids, "SELECT t.trace_id FROM traces t JOIN _ids USING (trace_id)")}
 
     def traces_missing_steps(self, segmenter: str) -> pl.DataFrame:
         return self.query(
@@ -198,20 +189,13 @@ class Store:
 
     def step_spans(self, trace_ids: Sequence[str], segmenter: str) -> dict[str, list[tuple[int, int]]]:
         """trace_id -> [(start, end), ...] in step order (traces with no steps map to [])."""
-        import pyarrow as pa
-
         out: dict[str, list[tuple[int, int]]] = {t: [] for t in trace_ids}
-        if not trace_ids:
-            return out
-        self.con.register("_ids", pa.table({"trace_id": list(trace_ids)}))
-        try:
-            rows = self.run(
-                "SELECT s.trace_id, s.start_char, s.end_char FROM steps s JOIN _ids USING (trace_id) "
-                "WHERE s.segmenter = ? ORDER BY s.trace_id, s.idx",
-                [segmenter],
-            )
-        finally:
-            self.con.unregister("_ids")
+        rows = self.with_ids(
+            trace_ids,
+            "SELECT s.trace_id, s.start_char, s.end_char FROM steps s JOIN _ids USING (trace_id) "
+            "WHERE s.segmenter = ? ORDER BY s.trace_id, s.idx",
+            [segmenter],
+        )
         for tid, a, b in rows:
             out[tid].append((a, b))
         return out
@@ -219,23 +203,62 @@ class Store:
     def max_prev_similarities(
         self, trace_ids: Sequence[str], model: str, segmenter: str
     ) -> dict[str, list[float]]:
-        import pyarrow as pa
-
         out: dict[str, list[float]] = {}
-        if not trace_ids:
-            return out
-        self.con.register("_ids", pa.table({"trace_id": list(trace_ids)}))
-        try:
-            rows = self.run(
-                "SELECT s.trace_id, s.max_prev_cos FROM step_similarity s JOIN _ids USING (trace_id) "
-                "WHERE s.model = ? AND s.segmenter = ? ORDER BY s.trace_id, s.idx",
-                [model, segmenter],
-            )
-        finally:
-            self.con.unregister("_ids")
+        rows = self.with_ids(
+            trace_ids,
+            "SELECT s.trace_id, s.max_prev_cos FROM step_similarity s JOIN _ids USING (trace_id) "
+            "WHERE s.model = ? AND s.segmenter = ? ORDER BY s.trace_id, s.idx",
+            [model, segmenter],
+        )
         for tid, r in rows:
             out.setdefault(tid, []).append(float(r))
         return out
+
+    def with_ids(self, trace_ids: Sequence[str], sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run `sql` with the view `_ids(trace_id)` bound to `trace_ids` (a join, not an IN list)."""
+        import pyarrow as pa
+
+        if not trace_ids:
+            return []
+        self.con.register("_ids", pa.table({"trace_id": list(trace_ids)}))
+        try:
+            return self.run(sql, params)
+        finally:
+            self.con.unregister("_ids")
+
+    def stored_rollout_depths(self, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
+        rows = self.with_ids(
+            trace_ids,
+            "SELECT r.trace_id, r.k FROM rollouts r JOIN _ids USING (trace_id) WHERE r.student_key = ? AND r.sample = 0",
+            [student_key],
+        )
+        return {(a, int(b)) for a, b in rows}
+
+    def correct_traces_with_steps(
+        self, graders: pl.DataFrame, segmenter: str, teacher: str | None, dataset: str | None
+    ) -> pl.DataFrame:
+        """Complete traces graded correct by the current grader of their dataset, with their step
+        count m, question and gold, in the stable order (teacher, dataset, problem_id, trace_id);
+        `rn` numbers them within (teacher, dataset)."""
+        self.con.register("_graders", graders.to_arrow())
+        try:
+            return self.query(
+                """
+                SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, c.m,
+                       p.question, p.gold, p.choices,
+                       row_number() OVER (PARTITION BY t.teacher, t.dataset ORDER BY t.problem_id, t.trace_id) AS rn
+                FROM traces t
+                JOIN _graders cg ON cg.dataset = t.dataset
+                JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader AND g.correct
+                JOIN step_counts c ON c.trace_id = t.trace_id AND c.segmenter = ?
+                JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id
+                WHERE NOT t.truncated AND (? IS NULL OR t.teacher = ?) AND (? IS NULL OR t.dataset = ?)
+                ORDER BY t.teacher, t.dataset, t.problem_id, t.trace_id
+                """,
+                [segmenter, teacher, teacher, dataset, dataset],
+            )
+        finally:
+            self.con.unregister("_graders")
 
 
 _TABLES = {

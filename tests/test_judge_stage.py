@@ -262,11 +262,11 @@ def test_results_are_committed_chunk_by_chunk_and_a_crash_loses_only_the_chunk_i
     crashing = ScriptedJudge(crash_on=3)
     with Store(db) as s:
         with pytest.raises(KeyboardInterrupt):
-            judge_missing(s, crashing, chunk_size=10)  # type: ignore[arg-type]
+            judge_missing(s, crashing, chunk_size=10)
         assert s.run("SELECT count(*) FROM judge_results") == [(20,)]
         seen: list[tuple[int, int]] = []
         again = ScriptedJudge()
-        summary = judge_missing(s, again, chunk_size=10, progress=lambda d, t: seen.append((d, t)))  # type: ignore[arg-type]
+        summary = judge_missing(s, again, chunk_size=10, progress=lambda d, t: seen.append((d, t)))
     assert (summary.cached, summary.judge_calls, summary.ok) == (20, 60, 60)
     assert not set(again.seen) & set(crashing.seen)
     assert seen[0] == (0, 60) and seen[-1] == (60, 60)
@@ -331,7 +331,7 @@ def test_batch_resumes_a_recorded_job_instead_of_resubmitting(db: Path, gemini: 
         done = judge_missing(s, make_judge(gemini), limit=2, batch=True, poll_interval_s=0.01)
         assert (done.judge_calls, done.cached, done.batches_resumed) == (0, 10, [])
         with pytest.raises(ValueError, match="gemini"):
-            judge_missing(s, ScriptedJudge(), batch=True)  # type: ignore[arg-type]
+            judge_missing(s, ScriptedJudge(), batch=True)
     assert len([r for r in gemini.requests if r.path.endswith(":batchGenerateContent")]) == 1
 
 
@@ -362,10 +362,10 @@ def test_cli_lexical_ensures_the_lexical_rows(db: Path) -> None:
 
 
 def test_judge_agreement_against_hand_computed_values(db: Path, tmp_path: Path) -> None:
-    with Store(db) as s:
-        t = [r[0] for r in s.run("SELECT trace_id FROM traces ORDER BY trace_id LIMIT 5")]
+    with Store(db) as st:
+        t = [r[0] for r in st.run("SELECT trace_id FROM traces ORDER BY trace_id LIMIT 5")]
         judge_counts = {t[0]: [], t[1]: [2], t[2]: [1, 4], t[3]: [3, 5, 7]}
-        s.insert_rows("judge_results", [
+        st.insert_rows("judge_results", [
             {"trace_id": tid, "judge_key": "k" * 32, "judge": "gemini", "model": "g", "prompt_version": "v",
              "status": "ok", "m": 10, "flagged_steps": json.dumps(fl), "fraction": len(fl) / 10}
             for tid, fl in judge_counts.items()

@@ -17,16 +17,27 @@ def report(
     db: DbOption,
     out: Annotated[Path, typer.Option("--out", help="Report directory.")],
     tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = 0.8,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems (0 = no intervals).")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    dashboard_traces: Annotated[
+        int, typer.Option(help="Traces per (teacher, dataset) embedded in index.html's trace browser.")
+    ] = 10,
 ) -> None:
     """Build the reports from the store alone (no model call)."""
     from legival_core.reports.build import build_reports
 
     t0 = time.perf_counter()
     with open_store(db) as store:
-        result = build_reports(store, out, tau=tau)
+        result = build_reports(store, out, tau=tau, n_resamples=resamples, seed=seed,
+                               dashboard_traces=dashboard_traces)
     _print_table(result.teacher_dataset)
-    emit_summary({"command": "report", "out": str(out), "files": sorted(result.files),
-                  "wall_s": round(time.perf_counter() - t0, 3)})
+    summary: dict[str, object] = {"command": "report", "out": str(out), "files": sorted(result.files),
+                                  "wall_s": round(time.perf_counter() - t0, 3)}
+    if result.data is not None:
+        tm = result.data.teacher_metrics
+        summary.update(teachers=tm.height, resamples=resamples,
+                       pareto_frontier=sorted(tm.filter(tm["on_pareto_frontier"].fill_null(False))["teacher"].to_list()))
+    emit_summary(summary)
 
 
 def _print_table(df) -> None:  # type: ignore[no-untyped-def]

@@ -154,7 +154,8 @@ def load_classifier(model: str, max_length: int = 512) -> Classifier | Unavailab
     tok = AutoTokenizer.from_pretrained(str(path))
     mdl = AutoModelForSequenceClassification.from_pretrained(str(path))
     mdl.eval()
-    return Classifier(model, tok, mdl, max_length)
+    limits = [max_length, getattr(mdl.config, "max_position_embeddings", None), getattr(tok, "model_max_length", None)]
+    return Classifier(model, tok, mdl, min(x for x in limits if isinstance(x, int) and 0 < x < 1_000_000))
 
 
 @dataclass

@@ -108,7 +108,11 @@ def compute_report(
     """Read the store and compute every report table (bootstrap skipped when n_resamples == 0)."""
     traces = index_traces(trace_table(store, tau=tau, model=model))
     students = student_table(store)
-    depths = rollout_depths(store, traces, students) if students.height else empty_depths()
+    import polars as pl
+
+    # Only transfer traces (correct, m >= 1) take part; rollouts of any other trace are ignored.
+    transfer_traces = traces.filter(pl.col("transfer"))
+    depths = rollout_depths(store, transfer_traces, students) if students.height else empty_depths()
     tt = transfer_table(depths, n_bins)
     del depths
     sweep = redundancy_sweep_table(store, list(SWEEP_THRESHOLDS), model)
@@ -202,7 +206,7 @@ def tu_curve_table(agg: Aggregates, boot: BootstrapResult | None) -> pl.DataFram
     return c.join(band, on=["teacher", "bin"], how="left").sort("teacher", "bin")
 
 
-def write_report(data: ReportData, store: Store | None, out: str | Path, dashboard_traces: int = 25) -> list[str]:
+def write_report(data: ReportData, store: Store | None, out: str | Path, dashboard_traces: int = 10) -> list[str]:
     """Write every file of the report directory; returns their names."""
     from legival_core.reports.dashboard import dashboard_html
     from legival_core.reports.plots import write_plots
@@ -230,7 +234,7 @@ def write_report(data: ReportData, store: Store | None, out: str | Path, dashboa
         write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")
     files += write_plots(data, out)
-    (out / "index.html").write_text(dashboard_html(data, store, dashboard_traces), encoding="utf-8")
+    (out / "index.html").write_text(dashboard_html(data, store, dashboard_traces, image_dir=out), encoding="utf-8")
     files.append("index.html")
     return files
 
@@ -244,7 +248,7 @@ def build_reports(
     seed: int = DEFAULT_SEED,
     extra_teacher_columns: Sequence[pl.DataFrame] = (),
     extra_directions: Mapping[str, Direction] | None = None,
-    dashboard_traces: int = 25,
+    dashboard_traces: int = 10,
 ) -> ReportResult:
     """`legival report`: compute everything from the store and write the report directory."""
     data = compute_report(store, tau, model, n_resamples, seed, extra_teacher_columns, extra_directions)

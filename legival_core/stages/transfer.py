@@ -14,7 +14,8 @@ part in the metrics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -68,34 +69,13 @@ def select_transfer_traces(
     trace_id); `limit` keeps the first N per (teacher, dataset). Also returns how many correct
     traces have no steps (they take no part in transfer utility and are reported)."""
     segment_missing(store)
-    graders = current_graders(store)
-    store.con.register("_graders", graders.to_arrow())
-    try:
-        rows = store.query(
-            """
-            SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, c.m,
-                   p.question, p.gold, p.choices,
-                   row_number() OVER (PARTITION BY t.teacher, t.dataset ORDER BY t.problem_id, t.trace_id) AS rn
-            FROM traces t
-            JOIN _graders cg ON cg.dataset = t.dataset
-            JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader AND g.correct
-            JOIN step_counts c ON c.trace_id = t.trace_id AND c.segmenter = ?
-            JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id
-            WHERE NOT t.truncated AND (? IS NULL OR t.teacher = ?) AND (? IS NULL OR t.dataset = ?)
-            ORDER BY t.teacher, t.dataset, t.problem_id, t.trace_id
-            """,
-            [SEGMENTER_VERSION, teacher, teacher, dataset, dataset],
-        )
-    finally:
-        store.con.unregister("_graders")
+    rows = store.correct_traces_with_steps(current_graders(store), SEGMENTER_VERSION, teacher, dataset)
     empty = rows.filter(rows["m"] == 0).height
     rows = rows.filter(rows["m"] >= 1)
     if limit is not None:
         rows = rows.filter(rows["rn"] <= limit)
     spans = store.step_spans(rows["trace_id"].to_list(), SEGMENTER_VERSION)
     out = []
-    import json
-
     for r in rows.iter_rows(named=True):
         problem = Problem(r["dataset"], r["problem_id"], r["question"], r["gold"],
                           tuple(json.loads(r["choices"])) if r["choices"] else ())
@@ -130,7 +110,7 @@ def plan_missing(
         "student_key": config.student_key, "name": config.name, "model": config.model,
         "decoding": canonical_json(config.decoding()), "prompt_version": PROMPT_VERSION, "profile": config.profile,
     }])
-    done_keys = _stored_depths(store, config.student_key, [t.trace_id for t in traces])
+    done_keys = store.stored_rollout_depths(config.student_key, [t.trace_id for t in traces])
     todo: list[tuple[TransferTrace, list[PlannedRollout]]] = []
     for t in traces:
         plans = plan_trace(t.trace_id, t.steps, config)
@@ -173,23 +153,6 @@ def run_transfer(
         if progress:
             progress(done, s.rollouts_total)
     return s
-
-
-def _stored_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
-    import pyarrow as pa
-
-    if not trace_ids:
-        return set()
-    store.con.register("_ids", pa.table({"trace_id": list(trace_ids)}))
-    try:
-        rows = store.run(
-            "SELECT r.trace_id, r.k FROM rollouts r JOIN _ids USING (trace_id) "
-            "WHERE r.student_key = ? AND r.sample = 0",
-            [student_key],
-        )
-    finally:
-        store.con.unregister("_ids")
-    return {(a, int(b)) for a, b in rows}
 
 
 def rollout_chunk(

@@ -1,0 +1,74 @@
+"""Clarity, cohesion (all-MiniLM-L6-v2) and Z3 (automatic IR extraction) on the GSM8K developer traces.
+
+Target (issue 8): all ~2,300 traces of ../shared/data/reasoning_traces/gsm8k/*.jsonl in under 5 minutes
+on a 2-core machine. Prints, per metric group, the seconds and traces/s, plus the Z3 extraction rate.
+`--reference` instead prints the clarity reference statistics of those files (the values frozen in
+`legival_core.quality.clarity.BUILTIN_REFERENCE`).
+
+    .venv/bin/python benchmarks/quality.py [--shared ../shared/data] [--reference]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data")
+    ap.add_argument("--reference", action="store_true", help="print the clarity reference of these files and exit")
+    args = ap.parse_args()
+    files = sorted((args.shared / "reasoning_traces" / "gsm8k").glob("*.jsonl"))
+    if not files:
+        sys.exit(f"no trace files under {args.shared}/reasoning_traces/gsm8k")
+
+    if args.reference:
+        from legival_core.quality.clarity import build_reference
+
+        texts = [json.loads(line)["reasoning"] for f in files for line in f.open() if line.strip()]
+        print(build_reference(texts, "gsm8k-5teachers-v1", ", ".join(f.name for f in files)).to_json())
+        return
+
+    from legival_core.embed import embed
+    from legival_core.ingest import ingest_file
+    from legival_core.stages.efficiency import segment_missing
+    from legival_core.stages.quality import compute_quality
+    from legival_core.store import Store
+
+    embed(["warm-up"])  # model load is reported apart from the metric throughput
+    with tempfile.TemporaryDirectory() as d:
+        store = Store(Path(d) / "bench.duckdb")
+        t0 = time.perf_counter()
+        n = sum(ingest_file(store, f).new_traces for f in files)
+        print(f"ingest: {n} traces in {time.perf_counter() - t0:.1f}s")
+        t0 = time.perf_counter()
+        segment_missing(store)
+        sentences = store.run("SELECT sum(m) FROM step_counts")[0][0]
+        print(f"segment: {sentences} sentences in {time.perf_counter() - t0:.1f}s")
+        total = 0.0
+        for group in ("clarity", "cohesion", "z3"):
+            t0 = time.perf_counter()
+            s = compute_quality(store, [group])
+            dt = time.perf_counter() - t0
+            total += dt
+            extra = ""
+            if group == "z3":
+                done = s.z3_extracted + s.z3_unparsed
+                extra = f"  extracted {s.z3_extracted}/{done} ({s.z3_extracted / max(1, done):.1%})"
+            print(f"{group:9s} {s.computed[group]:5d} traces  {dt:7.1f}s  {s.computed[group] / dt:8.1f} traces/s{extra}")
+        print(f"total     {total:.1f}s (target < 300s)")
+        again = compute_quality(store, ["clarity", "cohesion", "z3"])
+        print(f"rerun computes: {again.computed}")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""`legival serve`: the dashboard live on 127.0.0.1, with every trace browsable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legival.app import DbOption, app
+from legival.console import emit_summary, err_console, fail
+
+
+@app.command()
+def serve(
+    db: DbOption,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 = any free port).")] = 8765,
+    tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = 0.8,
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+) -> None:
+    """Serve the report dashboard from the store (read-only) until interrupted."""
+    from legival_core.reports.serve import make_server
+    from legival_core.store import Store, StoreLocked
+
+    if not Path(db).exists():
+        fail(f"{db}: no such store")
+    try:
+        store = Store(db, read_only=True)
+    except StoreLocked as e:
+        fail(str(e))
+        raise
+    with store:
+        server = make_server(store, port=port, tau=tau, n_resamples=resamples, seed=seed)
+        host, bound = server.server_address[:2]
+        err_console.print(f"Legi-Val dashboard on http://{host}:{bound}/  (Ctrl-C to stop)")
+        print(f"http://{host}:{bound}/", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+    emit_summary({"command": "serve", "url": f"http://{host}:{bound}/"})

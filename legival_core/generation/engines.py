@@ -1,0 +1,136 @@
+"""How a teacher model is reached: any `TextBackend` (embedded, vLLM, OpenAI-compatible completions)
+or an OpenAI-compatible chat endpoint, which applies the template server-side and may return the
+thinking section separately as `reasoning_content` (vLLM `--reasoning-parser`).
+
+Both turn chat messages into a `prompt` string that identifies the request exactly (the rendered
+template, or the canonical JSON of what the server renders), which is hashed into the cache key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from legival_core.backends.base import ChatMessage, GenerationRequest, TextBackend
+from legival_core.types import canonical_json
+
+
+@dataclass(frozen=True, slots=True)
+class RawOutput:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_content: str | None = None
+
+
+class TeacherEngine(Protocol):
+    @property
+    def model_id(self) -> str: ...
+
+    def prompt_of(self, messages: Sequence[ChatMessage]) -> str: ...
+
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[RawOutput]: ...
+
+    def close(self) -> None: ...
+
+
+class BackendEngine:
+    """A `TextBackend` as a teacher. With `chat_template_kwargs` and a local `tokenizer` directory the
+    prompt is rendered here (the backend interface has no template options); otherwise the backend
+    renders it with `add_generation_prompt`."""
+
+    def __init__(self, backend: TextBackend, chat_template_kwargs: dict[str, Any] | None = None,
+                 tokenizer: str | None = None) -> None:
+        self.backend = backend
+        self.kwargs = dict(chat_template_kwargs or {})
+        self._tokenizer: Any = None
+        if self.kwargs and tokenizer:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        self.template_kwargs_applied = self._tokenizer is not None
+
+    @property
+    def model_id(self) -> str:
+        return self.backend.model_id
+
+    def prompt_of(self, messages: Sequence[ChatMessage]) -> str:
+        if self._tokenizer is not None:
+            chat = [{"role": m.role, "content": m.content} for m in messages]
+            return str(self._tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True,
+                                                           **self.kwargs))
+        return self.backend.render_chat(messages, continue_final_message=False)
+
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[RawOutput]:
+        reqs = [GenerationRequest(f"g{i}", p, max_new_tokens, group=f"g{i}") for i, p in enumerate(prompts)]
+        return [RawOutput(c.text, c.finish_reason, c.prompt_tokens, c.completion_tokens)
+                for c in self.backend.generate(reqs)]
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+class ChatEndpointEngine:
+    """`POST /v1/chat/completions`, greedy (temperature 0), on an OpenAI-compatible server."""
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
+                 chat_template_kwargs: dict[str, Any] | None = None, concurrency: int = 8,
+                 timeout_s: float = 3600.0, transport: Any = None, seed: int | None = 0) -> None:
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        if not self.base_url.endswith("/v1"):
+            self.base_url += "/v1"
+        self.model = model
+        self.kwargs = dict(chat_template_kwargs or {})
+        self.concurrency = max(1, concurrency)
+        self.seed = seed
+        self.template_kwargs_applied = True
+        headers = {}
+        key = os.environ.get(api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
+
+    @property
+    def model_id(self) -> str:
+        return self.model
+
+    def prompt_of(self, messages: Sequence[ChatMessage]) -> str:
+        return canonical_json({"messages": [[m.role, m.content] for m in messages],
+                               "chat_template_kwargs": self.kwargs})
+
+    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[RawOutput]:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda p: self._one(p, max_new_tokens), prompts))
+
+    def _one(self, prompt: str, max_new_tokens: int) -> RawOutput:
+        import json
+
+        spec = json.loads(prompt)
+        payload: dict[str, Any] = {
+            "model": self.model, "temperature": 0, "max_tokens": max_new_tokens, "n": 1,
+            "messages": [{"role": r, "content": c} for r, c in spec["messages"]],
+        }
+        if self.kwargs:
+            payload["chat_template_kwargs"] = self.kwargs
+        if self.seed is not None:
+            payload["seed"] = self.seed
+        resp = self._client.post(self.base_url + "/chat/completions", json=payload)
+        resp.raise_for_status()
+        data = resp.json()
+        choice = data["choices"][0]
+        msg = choice.get("message") or {}
+        reasoning = msg.get("reasoning_content", msg.get("reasoning"))
+        usage = data.get("usage") or {}
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return RawOutput(str(msg.get("content") or ""), finish, int(usage.get("prompt_tokens", 0)),
+                         int(usage.get("completion_tokens", 0)),
+                         None if reasoning is None else str(reasoning))
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,117 @@
+"""Teacher generation (issue 7, part 1): extraction per model family, truncation, caching, storage
+like ingest, and the embedded CPU model end to end on two GSM8K problems."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from legival_core.backends.scripted import ScriptedBackend
+from legival_core.datasets.gsm8k import load_gsm8k
+from legival_core.generation import BackendEngine, ChatEndpointEngine, ModelConfig, extract_reasoning
+from legival_core.stages.generate import run_generate
+
+GSM8K = Path(__file__).parent / "fixtures" / "datasets" / "gsm8k" / "test.jsonl"
+
+
+def problems(n: int = 2):
+    return list(load_gsm8k(GSM8K))[:n]
+
+
+def gold_answer(prompt: str) -> str:
+    return {"Janet": "18", "robe": "3"}["Janet" if "Janet" in prompt else "robe"]
+
+
+class OpensThink(ScriptedBackend):
+    """A template that opens <think> in the prompt (DeepSeek-R1, QwQ)."""
+
+    def render_chat(self, messages, continue_final_message):  # type: ignore[no-untyped-def]
+        return super().render_chat(messages, continue_final_message) + "<think>\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning", "answer", "fmt"),
+    [
+        ("<think> a b </think> The answer is \\boxed{1}", "a b", "The answer is \\boxed{1}", "think_tags"),
+        ("[THINK] a b [/THINK] \\boxed{1}", "a b", "\\boxed{1}", "think_brackets"),
+        ("analysis a b assistantfinal \\boxed{1}", "a b", "\\boxed{1}", "harmony"),
+        ("<|channel|>analysis<|message|>a b<|end|><|start|>assistant<|channel|>final<|message|>\\boxed{1}",
+         "a b", "\\boxed{1}", "harmony"),
+        ("so 1 \\boxed{1}", "so 1 \\boxed{1}", "", "none"),
+    ],
+)
+def test_extraction_formats(text: str, reasoning: str, answer: str, fmt: str) -> None:
+    ex = extract_reasoning(text, "stop")
+    assert (ex.reasoning, ex.answer_text, ex.format, ex.truncated) == (reasoning, answer, fmt, False)
+
+
+def test_extraction_prompt_opened_think_and_truncation() -> None:
+    ex = extract_reasoning("a b </think> \\boxed{1}", "stop", prompt="...assistant\n<think>\n")
+    assert (ex.reasoning, ex.answer_text, ex.truncated) == ("a b", "\\boxed{1}", False)
+    cut = extract_reasoning("a b c", "length", prompt="...<think>\n")
+    assert cut.truncated and cut.cut_in_thinking and cut.reasoning == "a b c"
+    rc = extract_reasoning("\\boxed{1}", "stop", reasoning_content="think hard")
+    assert (rc.reasoning, rc.answer_text, rc.format) == ("think hard", "\\boxed{1}", "reasoning_content")
+    assert extract_reasoning("no markers cut", "length").truncated
+
+
+def test_generate_scripted_stores_like_ingest_and_caches(store) -> None:  # type: ignore[no-untyped-def]
+    backend = OpensThink(lambda p: f"Add them up. </think> The answer is \\boxed{{{gold_answer(p)}}}")
+    engine = BackendEngine(backend)
+    cfg = ModelConfig(name="r1-like", model="scripted", family="think_tags")
+    s = run_generate(store, engine, "r1", "gsm8k", problems(), cfg, max_new_tokens=50)
+    assert (s.generated, s.cached, s.new_traces, s.correct, s.truncated) == (2, 0, 2, 2, 0)
+    rows = store.query("SELECT t.reasoning, t.answer_text, t.provenance, g.status FROM traces t "
+                       "JOIN grades g USING (trace_id) ORDER BY t.problem_id")
+    assert rows["reasoning"].to_list() == ["Add them up.", "Add them up."]
+    prov = json.loads(rows["provenance"][0])
+    assert prov["decoding_applied"]["greedy"] and prov["thinking_format"] == "think_tags"
+
+    again = run_generate(store, engine, "r1", "gsm8k", problems(), cfg, max_new_tokens=50)
+    assert (again.generated, again.cached, again.new_traces, again.already_stored) == (0, 2, 0, 2)
+    assert len(backend.calls) == 2
+    # A different budget is a different decoding: generated again, and cut inside the thinking.
+    cut = run_generate(store, engine, "r1", "gsm8k", problems(1), cfg, max_new_tokens=2)
+    assert (cut.generated, cut.truncated, cut.correct) == (1, 1, 0)
+    status = store.query("SELECT g.status FROM traces t JOIN grades g USING (trace_id) WHERE t.truncated")
+    assert status["status"].to_list() == ["truncated"]
+
+
+def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        ans = gold_answer(body["messages"][1]["content"])
+        return httpx.Response(200, json={
+            "choices": [{"message": {"content": f"\\boxed{{{ans}}}", "reasoning_content": "Compute it."},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+
+    cfg = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
+                      chat_template_kwargs={"enable_thinking": True})
+    engine = ChatEndpointEngine("http://x", "Qwen/Qwen3-8B", chat_template_kwargs=cfg.chat_template_kwargs,
+                                transport=httpx.MockTransport(handler))
+    s = run_generate(store, engine, "qwen3", "gsm8k", problems(), cfg, max_new_tokens=64)
+    assert (s.generated, s.correct) == (2, 2)
+    assert seen[0]["temperature"] == 0 and seen[0]["chat_template_kwargs"] == {"enable_thinking": True}
+    assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
+
+
+def test_generate_embedded_end_to_end(store) -> None:  # type: ignore[no-untyped-def]
+    from legival_core.registry import get
+
+    engine = BackendEngine(get("backend", "embedded")(num_threads=2))
+    cfg = ModelConfig(name="smollm2-135m", model="smollm2")
+    s = run_generate(store, engine, "smollm2", "gsm8k", problems(), cfg, max_new_tokens=6)
+    assert s.generated == 2 and s.new_traces == 2
+    assert s.truncated == 2  # 6 tokens never finish an answer: stored truncated, graded 'truncated'
+    rows = store.query("SELECT t.reasoning, g.status FROM traces t JOIN grades g USING (trace_id)")
+    assert set(rows["status"].to_list()) == {"truncated"} and all(r for r in rows["reasoning"].to_list())
+    again = run_generate(store, engine, "smollm2", "gsm8k", problems(), cfg, max_new_tokens=6)
+    assert (again.generated, again.cached, again.new_traces) == (0, 2, 0)

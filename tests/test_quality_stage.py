@@ -1,0 +1,110 @@
+"""The quality stage computes only what is missing; unavailable models leave NULL rows that a later run
+with the model replaces; the CLI runs end to end on the bundled traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from legival_core.ingest import ingest_file
+from legival_core.quality.clarity import clarity
+from legival_core.stages.quality import QualityConfig, compute_quality, quality_teacher_table, resolve_groups
+from legival_core.store import Store
+
+from .conftest import EXAMPLES
+from .test_quality_consistency import tiny_nli_dir
+
+BUNDLED = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
+
+
+@pytest.fixture
+def small(store: Store, tmp_path: Path) -> Store:
+    lines = BUNDLED.read_text().splitlines()
+    f = tmp_path / "ten.jsonl"
+    f.write_text("\n".join(lines[::8]) + "\n")  # 10 traces, all five teachers
+    ingest_file(store, f)
+    return store
+
+
+def test_second_run_computes_nothing(small: Store) -> None:
+    s1 = compute_quality(small, ["clarity", "z3", "nli"])
+    assert s1.computed["clarity"] == 10 and s1.rows["clarity"] == 50
+    assert s1.z3_extracted + s1.z3_unparsed == 10 and s1.rows["z3"] == 40
+    assert "nli" in s1.unavailable and s1.rows["nli"] == 40
+    s2 = compute_quality(small, ["clarity", "z3", "nli"])
+    assert sum(s2.rows.values()) == 0 and s2.computed["clarity"] == 0 and s2.computed["z3"] == 0
+
+
+def test_stored_values_equal_the_pure_functions(small: Store) -> None:
+    compute_quality(small, ["clarity_clx", "z3_acs"])
+    tid, text, value = small.con.execute(
+        "SELECT t.trace_id, t.reasoning, x.value FROM trace_metrics x JOIN traces t USING (trace_id) "
+        "WHERE x.metric = 'clarity_clx' ORDER BY t.trace_id LIMIT 1").fetchone()
+    assert value == pytest.approx(clarity(text).clx)
+    params = json.loads(small.con.execute("SELECT params FROM trace_metrics WHERE metric = 'clarity_rd' LIMIT 1")
+                        .fetchone()[0])
+    assert params["reference"]["ref_id"] == "gsm8k-5teachers-v1" and "fre_p95" in params["reference"]
+    statuses = {r[0] for r in small.con.execute("SELECT status FROM trace_metrics WHERE metric = 'z3_acs'").fetchall()}
+    assert statuses <= {"ok", "unparsed", "undefined", "timeout"}
+    assert small.con.execute("SELECT count(*) FROM meta WHERE key LIKE 'clarity_reference:%'").fetchone()[0] == 1
+
+
+def test_unavailable_rows_are_null_then_replaced_when_the_model_appears(small: Store, tmp_path: Path) -> None:
+    nli_dir = tiny_nli_dir(tmp_path / "nli")
+    cfg = replace(QualityConfig(), nli_model=str(tmp_path / "later"))
+    s = compute_quality(small, ["nli"], cfg)
+    assert s.unavailable["nli"] and s.computed["nli"] == 0
+    rows = small.con.execute("SELECT DISTINCT value, status, method FROM trace_metrics WHERE metric = 'nli_intra'"
+                             ).fetchall()
+    assert rows == [(None, "unavailable", str(tmp_path / "later"))]
+    nli_dir.rename(tmp_path / "later")
+    s = compute_quality(small, ["nli"], cfg)
+    assert s.computed["nli"] == 10 and not s.unavailable
+    got = small.con.execute("SELECT count(*), count(value) FROM trace_metrics WHERE metric LIKE 'nli_%' "
+                            "AND status = 'ok'").fetchone()
+    assert got == (40, 40)
+    assert small.con.execute("SELECT count(*) FROM trace_metrics WHERE status = 'unavailable'").fetchone()[0] == 0
+
+
+def test_cohesion_rows_and_teacher_table(small: Store) -> None:
+    s = compute_quality(small, ["cohesion", "clarity", "z3"])
+    assert s.computed["cohesion"] == 10
+    method = small.con.execute("SELECT DISTINCT method FROM trace_metrics WHERE metric = 'cohesion'").fetchall()
+    assert method == [("all-MiniLM-L6-v2",)]
+    t = quality_teacher_table(small)
+    assert t.height == 5
+    for col in ("clarity_clx", "cohesion", "cohesion_band_ratio", "z3_extraction_rate", "dim_coherence",
+                "dim_clarity", "dim_consistency", "global_index", "n_dimensions"):
+        assert col in t.columns, col
+    assert t["global_index"].null_count() == 0
+
+
+def test_metric_names_resolve_to_groups() -> None:
+    assert resolve_groups(["clarity_rd", "clarity", "z3_fas0"]) == ["clarity", "z3"]
+    with pytest.raises(ValueError, match="unknown quality metric"):
+        resolve_groups(["nope"])
+
+
+def _legival(*args: str) -> dict:  # type: ignore[type-arg]
+    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_cli_on_the_bundled_traces(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.duckdb")
+    _legival("ingest", str(BUNDLED), "--db", db)
+    s = _legival("quality", "--db", db, "--metrics", "clarity,z3,nli,bertscore")
+    assert s["command"] == "quality" and s["computed"]["clarity"] == 80 and s["computed"]["z3"] == 80
+    assert set(s["unavailable"]) == {"nli", "bertscore"}
+    assert s["z3_extracted"] + s["z3_unparsed"] == 80
+    again = _legival("quality", "--db", db, "--metrics", "clarity,z3")
+    assert again["computed"] == {"clarity": 0, "z3": 0}
+    p = subprocess.run([sys.executable, "-m", "legival", "quality", "--db", db, "--metrics", "bogus"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "unknown quality metric" in p.stderr
