@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from legival_core.ingest import ingest_file  # noqa: E402
 from legival_core.judges import GeminiJudge, JudgeLimits  # noqa: E402
-from legival_core.stages.judge import ensure_steps, judge_missing  # noqa: E402
+from legival_core.stages.efficiency import segment_missing  # noqa: E402
+from legival_core.stages.judge import judge_missing  # noqa: E402
 from legival_core.store import Store  # noqa: E402
 from tests.fakes.gemini_server import FakeGemini  # noqa: E402
 
@@ -69,7 +70,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.duckdb") as store:
             fill(store, args.n)
             t0 = time.perf_counter()
-            segmented = ensure_steps(store)
+            segmented = segment_missing(store)
             seg_s = time.perf_counter() - t0
             judge = GeminiJudge(
                 api_key="bench-key", base_url=url, limits=JudgeLimits(concurrency=args.concurrency)

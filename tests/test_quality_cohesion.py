@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,8 +11,8 @@ import pytest
 from legival_core.quality._local import Unavailable
 from legival_core.quality.cohesion import (
     CohesionParams,
-    cohesion_from_embeddings,
     coherence_momentum,
+    cohesion_from_embeddings,
     load_cross_encoder,
     load_momentum_scorer,
     multi_hop_similarity,
@@ -63,6 +64,6 @@ def test_momentum_degradation_test() -> None:
     assert coherence_momentum(["one."], score) is None
 
 
-def test_adapters_report_unavailable_without_a_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_adapters_report_unavailable_without_a_model(tmp_path: Path) -> None:
     for loaded in (load_cross_encoder(str(tmp_path / "none")), load_momentum_scorer("nobody/no-such-model")):
         assert isinstance(loaded, Unavailable) and "not on this machine" in loaded.reason

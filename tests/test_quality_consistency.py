@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,11 @@ from legival_core.quality.consistency import (
 )
 from legival_core.quality.informativeness import load_bertscore, load_bleurt
 
-WORDS = "a b c one two three is here so the answer q x y".split()
+WORDS = ["a", "b", "c", "one", "two", "three", "is", "here", "so", "the", "answer", "q", "x", "y"]
 
 
 def tiny_tokenizer_dir(path: Path) -> Path:
-    from transformers import BertTokenizerFast
+    from transformers import BertTokenizerFast  # type: ignore[attr-defined]
 
     path.mkdir(parents=True, exist_ok=True)
     (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS]) + "\n")
@@ -36,7 +37,8 @@ def tiny_nli_dir(path: Path) -> Path:
 
     tiny_tokenizer_dir(path)
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=6 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    cfg = BertConfig(  # type: ignore[call-arg]
+        vocab_size=6 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=64, num_labels=3,
                      id2label={0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
                      label2id={"ENTAILMENT": 0, "NEUTRAL": 1, "CONTRADICTION": 2})
@@ -53,7 +55,7 @@ def test_scores_by_hand() -> None:
     con = {("Q is here.", "A one."): 0.1, ("Q is here.", "B two."): 0.4, ("Q is here.", "C three."): 0.2,
            ("A one.", "B two."): 0.3, ("A one.", "C three."): 0.5, ("B two.", "C three."): 0.1}
 
-    def probs(pairs):  # type: ignore[no-untyped-def]
+    def probs(pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         c = np.array([con[p] for p in pairs])
         e = np.full(len(pairs), 0.5)
         return np.stack([e, c, 1 - e - c], axis=1)
@@ -101,7 +103,8 @@ def test_a_two_label_model_is_not_nli(tmp_path: Path) -> None:
     from transformers import BertConfig, BertForSequenceClassification
 
     d = tiny_tokenizer_dir(tmp_path / "m")
-    cfg = BertConfig(vocab_size=6 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    cfg = BertConfig(  # type: ignore[call-arg]
+        vocab_size=6 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, num_labels=2)
     BertForSequenceClassification(cfg).save_pretrained(str(d))
     got = load_nli(str(d))

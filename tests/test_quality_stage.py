@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,10 @@ from .conftest import EXAMPLES
 from .test_quality_consistency import tiny_nli_dir
 
 BUNDLED = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
+
+
+def _one(store: Store, sql: str) -> tuple[Any, ...]:
+    return store.run(sql)[0]
 
 
 @pytest.fixture
@@ -42,16 +47,15 @@ def test_second_run_computes_nothing(small: Store) -> None:
 
 def test_stored_values_equal_the_pure_functions(small: Store) -> None:
     compute_quality(small, ["clarity_clx", "z3_acs"])
-    tid, text, value = small.con.execute(
+    _, text, value = _one(small,
         "SELECT t.trace_id, t.reasoning, x.value FROM trace_metrics x JOIN traces t USING (trace_id) "
-        "WHERE x.metric = 'clarity_clx' ORDER BY t.trace_id LIMIT 1").fetchone()
+        "WHERE x.metric = 'clarity_clx' ORDER BY t.trace_id LIMIT 1")
     assert value == pytest.approx(clarity(text).clx)
-    params = json.loads(small.con.execute("SELECT params FROM trace_metrics WHERE metric = 'clarity_rd' LIMIT 1")
-                        .fetchone()[0])
+    params = json.loads(_one(small, "SELECT params FROM trace_metrics WHERE metric = 'clarity_rd' LIMIT 1")[0])
     assert params["reference"]["ref_id"] == "gsm8k-5teachers-v1" and "fre_p95" in params["reference"]
     statuses = {r[0] for r in small.con.execute("SELECT status FROM trace_metrics WHERE metric = 'z3_acs'").fetchall()}
     assert statuses <= {"ok", "unparsed", "undefined", "timeout"}
-    assert small.con.execute("SELECT count(*) FROM meta WHERE key LIKE 'clarity_reference:%'").fetchone()[0] == 1
+    assert _one(small, "SELECT count(*) FROM meta WHERE key LIKE 'clarity_reference:%'")[0] == 1
 
 
 def test_unavailable_rows_are_null_then_replaced_when_the_model_appears(small: Store, tmp_path: Path) -> None:
@@ -65,10 +69,9 @@ def test_unavailable_rows_are_null_then_replaced_when_the_model_appears(small: S
     nli_dir.rename(tmp_path / "later")
     s = compute_quality(small, ["nli"], cfg)
     assert s.computed["nli"] == 10 and not s.unavailable
-    got = small.con.execute("SELECT count(*), count(value) FROM trace_metrics WHERE metric LIKE 'nli_%' "
-                            "AND status = 'ok'").fetchone()
+    got = _one(small, "SELECT count(*), count(value) FROM trace_metrics WHERE metric LIKE 'nli_%' AND status = 'ok'")
     assert got == (40, 40)
-    assert small.con.execute("SELECT count(*) FROM trace_metrics WHERE status = 'unavailable'").fetchone()[0] == 0
+    assert _one(small, "SELECT count(*) FROM trace_metrics WHERE status = 'unavailable'")[0] == 0
 
 
 def test_cohesion_rows_and_teacher_table(small: Store) -> None:
@@ -90,7 +93,7 @@ def test_metric_names_resolve_to_groups() -> None:
         resolve_groups(["nope"])
 
 
-def _legival(*args: str) -> dict:  # type: ignore[type-arg]
+def _legival(*args: str) -> dict[str, Any]:
     p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])

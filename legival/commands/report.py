@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, out_console
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 @app.command()
@@ -40,7 +43,7 @@ def report(
     emit_summary(summary)
 
 
-def _print_table(df) -> None:  # type: ignore[no-untyped-def]
+def _print_table(df: pl.DataFrame) -> None:
     from rich.table import Table
 
     table = Table(title="teacher x dataset", show_lines=False)

@@ -32,7 +32,7 @@ def serve(
         raise
     with store:
         server = make_server(store, port=port, tau=tau, n_resamples=resamples, seed=seed)
-        host, bound = server.server_address[:2]
+        host, bound = "127.0.0.1", int(server.server_address[1])
         err_console.print(f"Legi-Val dashboard on http://{host}:{bound}/  (Ctrl-C to stop)")
         print(f"http://{host}:{bound}/", flush=True)
         try:

@@ -22,10 +22,10 @@ CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "models"
 class Decoding(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(0.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    temperature: float = Field(default=0.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int | None = None
-    max_new_tokens: int = Field(32768, ge=1)
+    max_new_tokens: int = Field(default=32768, ge=1)
 
 
 class ModelConfig(BaseModel):
@@ -36,9 +36,9 @@ class ModelConfig(BaseModel):
     name: str
     model: str = Field(description="hub id or local directory")
     family: Family = "none"
-    decoding: Decoding = Field(default_factory=Decoding)
+    decoding: Decoding = Field(default_factory=lambda: Decoding())
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
-    tokenizer: str | None = Field(None, description="local tokenizer dir to render chat_template_kwargs")
+    tokenizer: str | None = Field(default=None, description="local tokenizer dir to render chat_template_kwargs")
     notes: str = ""
 
 

@@ -127,7 +127,7 @@ def definition_coverage(text: str) -> float:
 
 
 _SUBORDINATORS = frozenset(
-    "because although that if while since unless whereas though when whenever after before once until as".split()
+    ["because", "although", "that", "if", "while", "since", "unless", "whereas", "though", "when", "whenever", "after", "before", "once", "until", "as"]
 )
 
 

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from legival_core.reports.aggregate import CI_METRICS, RANKED_METRICS
 from legival_core.reports.stats import rank_values
@@ -179,10 +179,10 @@ def _dataset_resamples(
     out: dict[str, np.ndarray] = {}
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        zt = z[:, :off_pairs].reshape(-1, n_t, n_tf, 2)
+        zt = z[:, :off_pairs].reshape(w.shape[0], n_t, n_tf, 2)
         for f, name in enumerate(_TRACE_MEANS):
             out[name] = _ratio(zt[:, :, f, 0], zt[:, :, f, 1])
-        zp = z[:, off_pairs:].reshape(-1, n_t, n_s, width_ts)
+        zp = z[:, off_pairs:].reshape(w.shape[0], n_t, n_s, width_ts)
         for f, name in enumerate(_PAIR_MEANS):
             per_student = _ratio(zp[..., 2 * f], zp[..., 2 * f + 1])
             out[name] = _nanmean(per_student, axis=2, shape=(w.shape[0], n_t))
@@ -195,13 +195,13 @@ def _dataset_resamples(
         ent = -np.where(h > 0, h * np.log(np.where(h > 0, h, 1.0)), 0.0).sum(axis=-1) / math.log(n_bins) + 0.0
         ent = np.where(total[..., 0] > 0, ent, np.nan)
         out["sotu"] = _nanmean(ent, axis=2, shape=(w.shape[0], n_t))
-    for name, col in _MEDIANS:
+    for name, source in _MEDIANS:
         out[name] = np.full((w.shape[0], n_t), np.nan)
-        sub = tr.filter(~pl.col("truncated") & pl.col(col).is_not_null())
+        sub = tr.filter(~pl.col("truncated") & pl.col(source).is_not_null())
         for t in sorted(set(sub["ti"].to_list())):
             part = sub.filter(pl.col("ti") == t)
             out[name][:, t] = weighted_median(
-                part[col].cast(pl.Float64).to_numpy(), part["pi"].to_numpy().astype(np.int64), w
+                part[source].cast(pl.Float64).to_numpy(), part["pi"].to_numpy().astype(np.int64), w
             )
     return out
 
@@ -272,7 +272,7 @@ def rank_pairs(result: BootstrapResult, level: float = CI_LEVEL) -> pl.DataFrame
     import numpy as np
     import polars as pl
 
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for m, direction in RANKED_METRICS.items():
         x = result.samples[m]
         for a, b in combinations(range(len(result.teachers)), 2):

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from legival_core.reports.aggregate import Direction
 
@@ -126,7 +126,7 @@ def correlation_table(
 
     present = [m for m in metrics if m in teachers.columns]
     cols = {m: teachers[m].cast(pl.Float64).to_list() for m in present}
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     for a, b in combinations(present, 2):
         c = spearman(cols[a], cols[b])
         rows.append(("spearman", a, b, None, c.rho, c.p_value, c.n))
@@ -165,7 +165,7 @@ def rank_stability(frame: pl.DataFrame, axis: str, metrics: Sequence[str]) -> pl
     or for two students (its Table 6)? `frame` has one row per (teacher, axis value)."""
     import polars as pl
 
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     groups = sorted(frame[axis].unique().drop_nulls().to_list())
     for metric in metrics:
         if metric not in frame.columns:
@@ -195,7 +195,7 @@ def delta_tu(teacher_student: pl.DataFrame, metrics: Sequence[str] = ("fotu", "s
     at teacher level (the paper's Table 5); null when either value is undefined."""
     import polars as pl
 
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     students = sorted(teacher_student["student"].unique().drop_nulls().to_list())
     for teacher in sorted(teacher_student["teacher"].unique().to_list()):
         sub = {r["student"]: r for r in teacher_student.filter(pl.col("teacher") == teacher).iter_rows(named=True)}

@@ -52,6 +52,7 @@ def fill_synthetic(
     seed: int = 0,
     with_text: bool = True,
     with_similarities: bool = True,
+    accuracy_range: tuple[float, float] = (0.45, 0.85),
 ) -> SyntheticCounts:
     """Insert `traces_per_cell` traces per (teacher, dataset) (problem i of a dataset is shared by all
     teachers), their grades and metrics, and rollouts of every student on the correct ones."""
@@ -69,7 +70,8 @@ def fill_synthetic(
     pid = np.array([f"p{i:05d}" for i in range(n)], dtype=object)[pi]
     tid = np.array([f"{a}|{b}|{c}" for a, b, c in zip(teacher, dataset, pid, strict=True)], dtype=object)
     m = rng.integers(m_range[0], m_range[1] + 1, size=size)
-    skill = 0.45 + 0.4 * (np.arange(n_t) / max(n_t - 1, 1))
+    lo, hi = accuracy_range
+    skill = lo + (hi - lo) * (np.arange(n_t) / max(n_t - 1, 1))
     correct = rng.random(size) < skill[ti]
     reasoning = [""] * size
     step_rows: list[dict[str, object]] = []
@@ -129,7 +131,7 @@ def fill_synthetic(
         k = np.concatenate(depths) if depths else np.zeros(0, np.int64)
         mm = m[rows]
         frac = k / mm
-        p_ok = np.clip(0.15 + 0.1 * si + 0.7 * frac * skill[ti[rows]], 0, 1)
+        p_ok = np.clip(0.15 + 0.1 * si + 0.7 * frac * (0.5 + 0.5 * ti[rows] / max(n_t - 1, 1)), 0, 1)
         ok = rng.random(len(k)) < p_ok
         overflow = rng.random(len(k)) < 0.01 * frac
         forced = rng.random(len(k)) < 0.1
@@ -139,10 +141,10 @@ def fill_synthetic(
             "trace_id": tid[rows], "student_key": [f"key-{s}"] * len(k), "k": k.astype(np.int32),
             "sample": np.zeros(len(k), np.int32), "m": mm.astype(np.int32), "bin": nb.astype(np.int32),
             "status": np.where(overflow, "overflow", "ok"),
-            "correct": pa.array(np.where(overflow, None, ok).tolist(), pa.bool_()),
+            "correct": pa.array(ok, mask=overflow),
             "forced": forced & ~overflow,
-            "extracted": pa.array(np.where(overflow, None, np.where(ok, "1", "2")).tolist(), pa.string()),
-            "grade_status": pa.array(np.where(overflow, None, "ok").tolist(), pa.string()),
+            "extracted": pa.array(np.where(ok, "1", "2"), mask=overflow),
+            "grade_status": pa.array(np.full(len(k), "ok"), mask=overflow),
             "prompt_tokens": (100 + k * 20).astype(np.int32),
             "completion_tokens": rng.integers(5, 200, size=len(k)).astype(np.int32),
         }))

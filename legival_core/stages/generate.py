@@ -106,7 +106,7 @@ def run_generate(
                         "reasoning_content": out.reasoning_content, "finish_reason": out.finish_reason,
                         "prompt_tokens": out.prompt_tokens, "completion_tokens": out.completion_tokens})
         cache.insert(store, new)
-        rows.update({r["cache_key"]: r for r in new})
+        rows.update({str(r["cache_key"]): r for r in new})
         summary.generated += len(new)
         done += len(new)
         if progress:

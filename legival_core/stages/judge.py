@@ -43,7 +43,8 @@ from legival_core.judges import (
     estimate_cost,
 )
 from legival_core.judges.prompt import SYSTEM_PROMPTS
-from legival_core.segment import SEGMENTER_VERSION, sentence_spans
+from legival_core.segment import SEGMENTER_VERSION
+from legival_core.stages.efficiency import segment_missing
 from legival_core.store import Store
 from legival_core.types import canonical_json, content_hash
 
@@ -118,28 +119,6 @@ def judge_key(judge: AnyJudge) -> str:
 
 
 # ------------------------------------------------------------------------------------------ steps
-
-
-def ensure_steps(store: Store) -> int:
-    """Segment the traces that have no steps for the current segmenter (the same rows the efficiency
-    stage writes, so either stage may run first); returns how many traces were segmented."""
-    todo = store.traces_missing_steps(SEGMENTER_VERSION)
-    if todo.height == 0:
-        return 0
-    steps: list[dict[str, Any]] = []
-    counts: list[dict[str, Any]] = []
-    for tid, text in zip(todo["trace_id"], todo["reasoning"], strict=True):
-        spans = sentence_spans(text)
-        counts.append({"trace_id": tid, "segmenter": SEGMENTER_VERSION, "m": len(spans)})
-        steps.extend(
-            {"trace_id": tid, "segmenter": SEGMENTER_VERSION, "idx": i, "start_char": sp.start,
-             "end_char": sp.end}
-            for i, sp in enumerate(spans, start=1)
-        )
-    with store.transaction():
-        store.insert_rows("steps", steps)
-        store.insert_rows("step_counts", counts)
-    return todo.height
 
 
 # -------------------------------------------------------------------------------------- selection
@@ -285,7 +264,7 @@ def judge_missing(
     """
     key = judge_key(judge)
     s = JudgeSummary(judge=judge.name, model=judge.model, judge_key=key, estimate_only=estimate_only)
-    ensure_steps(store)
+    segment_missing(store)
     gem = _batch_judge(judge) if batch else None
     if gem is not None and not estimate_only:
         _resume_batches(store, gem, key, s, wait, poll_interval_s)

@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from legival_core.embed import DEFAULT_MODEL as DEFAULT_EMBED_MODEL
 from legival_core.quality._local import Unavailable
-from legival_core.quality.clarity import BUILTIN_REFERENCE, CLARITY_VERSION, ClarityReference, SsAnchor, clarity
+from legival_core.quality.clarity import (
+    BUILTIN_REFERENCE,
+    CLARITY_VERSION,
+    ClarityReference,
+    SsAnchor,
+    clarity,
+)
 from legival_core.quality.cohesion import (
     COHESION_VERSION,
     CROSS_ENCODER_VERSION,
@@ -27,8 +33,8 @@ from legival_core.quality.cohesion import (
     DEFAULT_MOMENTUM,
     MOMENTUM_VERSION,
     CohesionParams,
-    cohesion_from_embeddings,
     coherence_momentum,
+    cohesion_from_embeddings,
 )
 from legival_core.quality.consistency import (
     ALIGNSCORE_VERSION,
@@ -195,7 +201,7 @@ def _clarity(g: _Group, cfg: QualityConfig) -> Computer:
     return run
 
 
-def _cohesion(g: _Group, store: Store, cfg: QualityConfig) -> Computer:
+def _cohesion(g: _Group, store: Store, cfg: QualityConfig) -> Computer | Unavailable:
     import numpy as np
 
     from legival_core.embed import embed, resolve_model_path

@@ -1,0 +1,60 @@
+"""`legival monitor`: the monitorability validation with a weak supervisor model (issue 7)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from legival.app import DbOption, app, open_store
+from legival.console import emit_summary, fail, progress_bar
+
+
+@app.command()
+def monitor(
+    db: DbOption,
+    supervisor: Annotated[str, typer.Option(help="Supervisor name (its verdicts are stored under it).")],
+    backend: Annotated[str, typer.Option(help="embedded | vllm | openai.")] = "embedded",
+    model: Annotated[str | None, typer.Option(help="Model id or local path (default: the embedded SmolLM2).")] = None,
+    limit: Annotated[int | None, typer.Option(help="First N clean and N natural traces per (teacher, dataset).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the error injection.")] = 0,
+    max_new_tokens: Annotated[int, typer.Option(help="Token budget of a verdict.")] = 8,
+    backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = "{}",
+    out: Annotated[Path | None, typer.Option(help="Write monitor_metrics.csv and monitor_correlations.csv here.")] = None,
+) -> None:
+    """Ask a weak supervisor whether clean, sabotaged and naturally wrong traces are correct."""
+    from legival_core.backends.lazy import LazyBackend
+    from legival_core.registry import UnknownName, get
+    from legival_core.stages.monitor import monitor_report, run_monitor
+
+    try:
+        options: dict[str, Any] = json.loads(backend_options)
+        factory = get("backend", backend)
+    except json.JSONDecodeError as e:
+        fail(f"--backend-options is not valid JSON: {e.msg}")
+    except UnknownName as e:
+        fail(str(e))
+    if model is not None:
+        options.setdefault({"embedded": "model_dir", "vllm": "model"}.get(backend, "model"), model)
+        options.setdefault("model_id", model)
+    t0 = time.perf_counter()
+    engine = LazyBackend(lambda: factory(**options))
+    try:
+        with open_store(db) as store:
+            with progress_bar(f"monitor ({supervisor})") as bar:
+                s = run_monitor(store, engine, supervisor, seed=seed, limit=limit, max_new_tokens=max_new_tokens,
+                                progress=lambda done, total: bar.update(done=done, total=total))
+            metrics, corr = monitor_report(store, supervisor)
+    finally:
+        engine.close()
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        metrics.write_csv(out / "monitor_metrics.csv")
+        corr.write_csv(out / "monitor_correlations.csv")
+    pooled = {r["teacher"]: {k: r[k] for k in ("precision", "recall", "f1")}
+              for r in metrics.filter((metrics["dataset"] == "all") & (metrics["condition"] == "all")).iter_rows(named=True)}
+    emit_summary({"command": "monitor", **s.as_dict(), "per_teacher": pooled,
+                  "wall_s": round(time.perf_counter() - t0, 3)})

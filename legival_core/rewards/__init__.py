@@ -1,0 +1,16 @@
+"""Reward-model scoring of traces and its correlation with transfer utility (paper section 5.3)."""
+
+from legival_core.rewards.correlate import rm_correlations, teacher_columns
+from legival_core.rewards.models import (
+    DEFAULT_MODELS,
+    ProcessRewardModel,
+    RewardModelSpec,
+    RewardModelUnavailable,
+    ScalarRewardModel,
+    Score,
+    TraceInput,
+    load_reward_model,
+)
+
+__all__ = ["DEFAULT_MODELS", "ProcessRewardModel", "RewardModelSpec", "RewardModelUnavailable",
+           "ScalarRewardModel", "Score", "TraceInput", "load_reward_model", "rm_correlations", "teacher_columns"]

@@ -1,0 +1,149 @@
+"""RM scores against transfer utility (paper section 5.3, Table 2; SPEC section 5).
+
+Spearman (with its p-value) and Pearson (with a percentile bootstrap 95% CI over the units: traces
+at trace level, teachers at model level; seeded) between every RM metric and FOTU / RR (trace level:
+means over students; SOTU has no trace-level value) and FOTU / SOTU / RR / accuracy (model level:
+the report's teacher aggregates), on three subsets: all traces, correct traces only, and the
+problems every teacher answered correctly. At model level a teacher's RM score is the mean over its
+traces in the subset, and for `all_solved` the transfer metrics are recomputed on that subset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from legival_core.reports.stats import spearman
+from legival_core.rewards._transfer import all_solved, transfer_view
+from legival_core.store import Store
+
+if TYPE_CHECKING:
+    import numpy as np
+    import polars as pl
+
+TRACE_TARGETS = ("fotu", "rr", "correct")
+MODEL_TARGETS = ("fotu", "sotu", "regression_rate", "accuracy")
+SUBSETS = ("all", "correct", "all_solved")
+N_BOOT = 1000
+SEED = 0
+
+
+def rm_scores(store: Store) -> pl.DataFrame:
+    """trace_id x one column per RM metric (status 'ok' rows of the current code version)."""
+    import polars as pl
+
+    from legival_core.stages.rewards import CODE_VERSION
+
+    long = store.query(
+        "SELECT trace_id, metric, value FROM trace_metrics WHERE metric LIKE 'rm:%' AND status = 'ok' "
+        "AND code_version = ?", [CODE_VERSION])
+    if long.height == 0:
+        return pl.DataFrame(schema={"trace_id": pl.Utf8})
+    return long.pivot(on="metric", index="trace_id", values="value", aggregate_function="mean")
+
+
+def column_name(metric: str) -> str:
+    """`rm:skywork-v2:min` -> `rm_skywork-v2_min` (the teacher_metrics.csv column)."""
+    return "rm_" + metric.removeprefix("rm:").replace(":", "_")
+
+
+def teacher_columns(store: Store) -> pl.DataFrame:
+    """One row per teacher: the mean of every RM metric over its traces (`rm_<name>` columns)."""
+    import polars as pl
+
+    scores = rm_scores(store)
+    teachers = store.query("SELECT trace_id, teacher FROM traces")
+    metrics = [c for c in scores.columns if c != "trace_id"]
+    if not metrics:
+        return teachers.select("teacher").unique().sort("teacher")
+    return (teachers.join(scores, on="trace_id", how="inner").group_by("teacher")
+            .agg(pl.col(m).mean().alias(column_name(m)) for m in metrics).sort("teacher"))
+
+
+def pearson_ci(x: np.ndarray, y: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED) -> tuple[
+        float | None, float | None, float | None, float | None]:
+    """(r, p, lo, hi): Pearson r, its p-value and the percentile bootstrap 95% CI over units."""
+    import warnings
+
+    import numpy as np
+    from scipy import stats
+
+    n = len(x)
+    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None, None, None, None
+    res = stats.pearsonr(x, y)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    xs, ys = x[idx], y[idx]
+    xc = xs - xs.mean(1, keepdims=True)
+    yc = ys - ys.mean(1, keepdims=True)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore")
+        rs = (xc * yc).sum(1) / np.sqrt((xc**2).sum(1) * (yc**2).sum(1))
+    rs = rs[~np.isnan(rs)]
+    lo, hi = (float(np.percentile(rs, 2.5)), float(np.percentile(rs, 97.5))) if len(rs) else (None, None)
+    return float(res.statistic), float(res.pvalue), lo, hi
+
+
+def _pairs(frame: pl.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    import polars as pl
+
+    sub = frame.select(pl.col(a).cast(pl.Float64), pl.col(b).cast(pl.Float64)).drop_nulls().drop_nans()
+    return sub[a].to_numpy(), sub[b].to_numpy()
+
+
+def correlate(frame: pl.DataFrame, rms: Sequence[str], targets: Sequence[str], level: str, subset: str,
+              n_boot: int = N_BOOT) -> list[tuple[object, ...]]:
+    rows: list[tuple[object, ...]] = []
+    for rm in rms:
+        for t in targets:
+            if rm not in frame.columns or t not in frame.columns:
+                continue
+            x, y = _pairs(frame, rm, t)
+            s = spearman(list(x), list(y))
+            r, p, lo, hi = pearson_ci(x, y, n_boot)
+            rows.append((level, subset, rm, t, len(x), s.rho, s.p_value, r, p, lo, hi))
+    return rows
+
+
+SCHEMA = {"level": "Utf8", "subset": "Utf8", "rm": "Utf8", "metric": "Utf8", "n": "Int64",
+          "spearman": "Float64", "spearman_p": "Float64", "pearson": "Float64", "pearson_p": "Float64",
+          "pearson_lo": "Float64", "pearson_hi": "Float64"}
+
+
+def rm_correlations(store: Store, n_boot: int = N_BOOT) -> pl.DataFrame:
+    """The long correlation table (level, subset, rm, metric, n, spearman, ..., pearson_hi)."""
+    import polars as pl
+
+    scores = rm_scores(store)
+    rms = [c for c in scores.columns if c != "trace_id"]
+    schema = {k: getattr(pl, v) for k, v in SCHEMA.items()}
+    if not rms:
+        return pl.DataFrame(schema=schema)
+    view = transfer_view(store)
+    traces = view.traces.join(scores, on="trace_id", how="left").with_columns(
+        pl.col("correct").cast(pl.Float64))
+    solved = all_solved(view.traces)
+    subsets = {
+        "all": traces,
+        "correct": traces.filter(pl.col("correct") == 1.0),
+        "all_solved": traces.join(solved, on=["dataset", "problem_id"], how="semi"),
+    }
+    rows: list[tuple[object, ...]] = []
+    for name, sub in subsets.items():
+        rows += correlate(sub, rms, TRACE_TARGETS, "trace", name, n_boot)
+        by_teacher = view.by_teacher if name != "all_solved" else _solved_teachers(store, solved)
+        model = sub.group_by("teacher").agg(pl.col(c).mean() for c in rms).join(
+            by_teacher.select("teacher", *[c for c in MODEL_TARGETS if c in by_teacher.columns]),
+            on="teacher", how="left")
+        rows += correlate(model, rms, MODEL_TARGETS, "model", name, n_boot)
+    return pl.DataFrame(rows, orient="row", schema=schema)
+
+
+def _solved_teachers(store: Store, solved: pl.DataFrame) -> pl.DataFrame:
+    """Teacher aggregates recomputed on the problems every teacher solved."""
+    import polars as pl
+
+    key = pl.concat_str("dataset", "problem_id", separator="\x1f")
+    keep = solved.select(key.alias("k"))["k"].to_list()
+    return transfer_view(store, key.is_in(keep)).by_teacher

@@ -1,0 +1,108 @@
+"""The report directory, the `legival report` command, extra teacher columns and `legival serve`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from legival_core.reports.build import build_reports
+from legival_core.reports.dashboard import safe_json
+from legival_core.reports.synthetic import fill_synthetic
+from legival_core.store import Store
+
+CLI_TEACHER_DATASET = ["teacher", "dataset", "n_traces", "accuracy", "token_len_median", "step_len_median",
+                       "redundancy", "backtracking", "backtracking_method", "fotu", "sotu", "regression_rate",
+                       "n_transfer_traces", "student_baseline_acc"]
+CLI_ROLLOUTS = ["teacher", "dataset", "problem_id", "trace_id", "student", "k", "m", "bin", "correct", "forced",
+                "status", "prompt_tokens", "completion_tokens"]
+FILES = {"teacher_dataset_metrics.csv", "teacher_metrics.csv", "correlations.csv", "rollouts.parquet",
+         "traces.parquet", "pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png",
+         "rank_table.png", "index.html"}
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> Path:
+    db = tmp_path / "s.duckdb"
+    with Store(db) as store:
+        fill_synthetic(store, teachers=("a", "b", "c", "d"), traces_per_cell=15, seed=2)
+    return db
+
+
+def test_report_directory_contract(filled: Path, tmp_path: Path) -> None:
+    rm = pl.DataFrame({"teacher": ["a", "b", "c", "d"], "rm_demo": [0.1, 0.4, 0.3, 0.9]})
+    with Store(filled) as store:
+        res = build_reports(store, tmp_path / "out", n_resamples=100, extra_teacher_columns=[rm],
+                            extra_directions={"rm_demo": "higher"})
+        n_rollouts = store.count("rollouts")
+    out = tmp_path / "out"
+    assert set(res.files) >= FILES and {p.name for p in out.iterdir()} >= FILES
+    header = next(csv.reader((out / "teacher_dataset_metrics.csv").open()))
+    assert header[: len(CLI_TEACHER_DATASET)] == CLI_TEACHER_DATASET
+    tm = pl.read_csv(out / "teacher_metrics.csv")
+    assert tm.height == 4 and tm["teacher"].to_list() == ["a", "b", "c", "d"]
+    for c in ("rank_accuracy", "rank_fotu", "rank_change_fotu", "on_pareto_frontier", "fotu_ci_low",
+              "rank_fotu_ci_high", "rank_fotu_indistinct_from", "rm_demo", "rank_rm_demo"):
+        assert c in tm.columns, c
+    assert tm.sort("rm_demo", descending=True)["rank_rm_demo"].to_list() == [1, 2, 3, 4]
+    assert tm["on_pareto_frontier"].sum() >= 1
+    corr = pl.read_csv(out / "correlations.csv")
+    assert "rm_demo" in corr["metric_b"].to_list() + corr["metric_a"].to_list()
+    ro = pl.read_parquet(out / "rollouts.parquet")
+    assert ro.columns == CLI_ROLLOUTS and ro.height == n_rollouts
+    assert pl.read_parquet(out / "traces.parquet").height == 4 * 2 * 15
+    html = (out / "index.html").read_text()
+    assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html
+    assert html.count("<script") == 2  # the JSON data block and the page script
+
+
+def test_extra_columns_must_not_clash(filled: Path, tmp_path: Path) -> None:
+    with Store(filled) as store, pytest.raises(ValueError, match="clash"):
+        build_reports(store, tmp_path / "o", n_resamples=0,
+                      extra_teacher_columns=[pl.DataFrame({"teacher": ["a"], "fotu": [1.0]})])
+
+
+def test_safe_json_is_inert_in_html() -> None:
+    s = safe_json({"t": "</script><!-- <script>x</script> & \u2028", "n": float("nan")})
+    assert "<" not in s and ">" not in s and "&" not in s and "\u2028" not in s
+    assert json.loads(s) == {"t": "</script><!-- <script>x</script> & \u2028", "n": None}
+
+
+def test_report_cli(filled: Path, tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "legival", "report", "--db", str(filled), "--out", str(tmp_path / "r"),
+                        "--resamples", "50"], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    assert summary["command"] == "report" and summary["teachers"] == 4
+    assert set(summary["files"]) >= FILES
+    assert "teacher x dataset" in p.stdout
+
+
+def test_serve_live_api(filled: Path) -> None:
+    from legival_core.reports.serve import make_server
+
+    with Store(filled, read_only=True) as store:
+        server = make_server(store, port=0, n_resamples=20)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            base = f"http://127.0.0.1:{server.server_address[1]}"
+            page = urllib.request.urlopen(base + "/", timeout=30).read().decode()
+            assert '"live":true' in page
+            rows = json.loads(urllib.request.urlopen(base + "/api/traces?teacher=b&dataset=math", timeout=30).read())
+            assert len(rows) == 15 and {r["teacher"] for r in rows} == {"b"}
+            tid = rows[0]["trace_id"]
+            detail = json.loads(urllib.request.urlopen(base + "/api/trace?id=" + urllib.parse.quote(tid), timeout=30).read())
+            assert detail["trace_id"] == tid and detail["steps"]
+            with pytest.raises(urllib.error.HTTPError):
+                urllib.request.urlopen(base + "/api/trace?id=nope", timeout=30)
+        finally:
+            server.shutdown()
+            server.server_close()
