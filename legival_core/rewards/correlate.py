@@ -80,7 +80,7 @@ def pearson_ci(x: np.ndarray, y: np.ndarray, n_boot: int = N_BOOT, seed: int = S
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
         warnings.simplefilter("ignore")
         rs = (xc * yc).sum(1) / np.sqrt((xc**2).sum(1) * (yc**2).sum(1))
-    rs = rs[~np.isnan(rs)]
+    rs = np.clip(rs[~np.isnan(rs)], -1.0, 1.0)
     lo, hi = (float(np.percentile(rs, 2.5)), float(np.percentile(rs, 97.5))) if len(rs) else (None, None)
     return float(res.statistic), float(res.pvalue), lo, hi
 
@@ -131,7 +131,8 @@ def rm_correlations(store: Store, n_boot: int = N_BOOT) -> pl.DataFrame:
     }
     rows: list[tuple[object, ...]] = []
     for name, sub in subsets.items():
-        rows += correlate(sub, rms, TRACE_TARGETS, "trace", name, n_boot)
+        targets = TRACE_TARGETS if name == "all" else tuple(t for t in TRACE_TARGETS if t != "correct")
+        rows += correlate(sub, rms, targets, "trace", name, n_boot)
         by_teacher = view.by_teacher if name != "all_solved" else _solved_teachers(store, solved)
         model = sub.group_by("teacher").agg(pl.col(c).mean() for c in rms).join(
             by_teacher.select("teacher", *[c for c in MODEL_TARGETS if c in by_teacher.columns]),

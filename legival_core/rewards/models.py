@@ -112,7 +112,8 @@ class _Base:
             self.model = self._load(src).to(self.device).eval()
         except (OSError, ValueError) as e:
             where = src if Path(src).exists() else f"{src} (not in the local Hugging Face cache)"
-            raise RewardModelUnavailable(f"reward model {spec.name!r} unavailable: {where}: {e}") from e
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise RewardModelUnavailable(f"reward model {spec.name!r} unavailable: {where}: {first}") from e
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if getattr(self.model.config, "pad_token_id", None) is None:
@@ -202,13 +203,15 @@ class ProcessRewardModel(_Base):
     class (label 1) at each separator is that step's score."""
 
     def _load(self, src: str) -> Any:
-        from transformers import AutoModel, AutoModelForTokenClassification
+        from transformers import AutoConfig, AutoModel, AutoModelForTokenClassification
 
         dtype = getattr(self._torch, self.spec.dtype)
-        try:
-            return AutoModelForTokenClassification.from_pretrained(src, dtype=dtype)
-        except ValueError:
+        config = AutoConfig.from_pretrained(src, trust_remote_code=True)
+        if "AutoModel" in (getattr(config, "auto_map", None) or {}):
+            # Qwen2.5-Math-PRM ships its own head (Qwen2ForProcessRewardModel); a stock token-
+            # classification class would load the trunk with a randomly initialised head.
             return AutoModel.from_pretrained(src, dtype=dtype, trust_remote_code=True)
+        return AutoModelForTokenClassification.from_pretrained(src, dtype=dtype)
 
     def _render(self, t: TraceInput, reasoning: str) -> str:
         sep = self.spec.step_separator

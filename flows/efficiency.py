@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from flows._common import driver_session, load_run
+from tasks.stages import efficiency_task
+
+
+@flow(name="efficiency")
+def efficiency(spec: str, db: str | None = None) -> dict[str, Any]:
+    """Lengths, redundancy and lexical backtracking for every trace that lacks them."""
+    s, dbp, _ = load_run(spec, db)
+    with driver_session():
+        return efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)

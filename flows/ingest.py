@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from prefect import flow
+
+from flows._common import driver_session, load_run, selected_teachers
+from tasks.stages import ingest_teacher_task
+
+
+@flow(name="ingest")
+def ingest(spec: str, db: str | None = None, teachers: list[str] | None = None) -> list[dict[str, Any]]:
+    """Ingest each selected teacher's trace files (one task per teacher)."""
+    s, dbp, _ = load_run(spec, db)
+    with driver_session():
+        return [asdict(ingest_teacher_task(dbp, t)) for t in selected_teachers(s, teachers)]

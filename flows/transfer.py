@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows._common import driver_session, load_run, selected_teachers
+from tasks.engines import loaded_engines
+from tasks.transfer import transfer_shard_task
+
+
+@flow(name="transfer", task_runner=ThreadPoolTaskRunner(max_workers=4))
+def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None) -> dict[str, Any]:
+    """One task per (teacher, dataset, student) shard, run concurrently; each fans out on Ray."""
+    s, dbp, _ = load_run(spec, db)
+    shard = transfer_shard_task.with_options(retries=s.execution.retries)
+    with driver_session():
+        futures = [
+            shard.submit(dbp, s.student_config(st), t.name, d, s.transfer.limit, s.execution)
+            for st in s.students
+            for t in selected_teachers(s, teachers)
+            for d in s.datasets
+        ]
+        shards = [f.result().as_dict() for f in futures]
+        engines = loaded_engines()
+    totals = {k: sum(x[k] for x in shards) for k in
+              ("rollouts_total", "rollouts_cached", "rollouts_generated", "forced", "overflow", "decode_tokens")}
+    return {**totals, "engines_loaded": engines, "shards": shards}

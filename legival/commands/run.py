@@ -1,0 +1,62 @@
+"""`legival run SPEC.yaml`: the whole benchmark flow (Prefect + Ray), computing only what is missing."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from legival.app import app
+from legival.console import emit_summary, fail, out_console, progress_bar
+
+
+@app.command()
+def run(
+    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml.")],
+    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Report directory (overrides `report.out`).")] = None,
+    teacher: Annotated[list[str] | None, typer.Option(
+        "--teacher", help="Only ingest and roll out this teacher (repeatable); aggregates cover all.")] = None,
+    progress_file: Annotated[Path | None, typer.Option(
+        "--progress-file", help="Append JSON progress lines here (readable while the store is locked).")] = None,
+) -> None:
+    """Run the benchmark spec: ingest, efficiency, transfer on Ray, judge, quality, reports."""
+    t0 = time.perf_counter()
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    from legival_core.spec import SpecError, load_spec
+    from legival_core.store import Store, StoreLocked
+
+    try:
+        s = load_spec(spec)
+    except SpecError as e:
+        fail(str(e))
+    db_path = (db or s.store).resolve()
+    try:
+        Store(db_path).close()
+    except StoreLocked as e:
+        fail(str(e))
+    if progress_file is not None:
+        os.environ["LEGIVAL_PROGRESS_FILE"] = str(progress_file.resolve())
+
+    from flows.benchmark import benchmark
+    from tasks.progress import BOARD
+
+    with progress_bar("rollouts") as bar:
+        BOARD.add_sink(lambda done, total: bar.update(done=done, total=total))
+        try:
+            summary = benchmark(spec=str(spec.resolve()), db=str(db_path),
+                                out=str(out.resolve()) if out else None, teachers=teacher or None)
+        except Exception as e:  # the flow failed: one readable line, the traceback is in Prefect's log
+            fail(f"benchmark failed: {type(e).__name__}: {e}")
+        finally:
+            BOARD.clear()
+    out_console.print(f"report: {summary['out']}", markup=False, highlight=False)
+    out_console.print(f"dashboard: {summary['dashboard'] or '(not built)'}", markup=False, highlight=False)
+    summary.pop("efficiency", None)
+    summary.update({"command": "run", "flow_wall_s": summary.pop("wall_s"),
+                    "wall_s": round(time.perf_counter() - t0, 3)})
+    emit_summary(summary)

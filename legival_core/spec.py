@@ -1,0 +1,281 @@
+"""The benchmark spec: one YAML file that says what `legival run` computes (issue 4).
+
+Validated by pydantic at the boundary, with messages that say what to fix: an unknown key names the
+allowed keys, a choice names the allowed values, and every message carries the dotted location of
+the offending field (`teachers.2.traces`). Relative paths resolve against the spec file's folder, so
+a spec and its data can move together.
+
+Only fields that change results reach the stores' content keys (through `StudentConfig`); execution
+settings (Ray address, engines, chunk sizes, retries) never do, so moving a benchmark from a laptop
+to a GPU cluster reuses every stored artifact.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from legival_core.transfer.planner import DEFAULT_STUDENT_MODEL, StudentConfig
+
+StudentBackend = Literal["embedded", "vllm", "openai", "scripted-demo"]
+"""`scripted-demo` is the deterministic test student registered by `tasks.scripted_students`."""
+
+JudgeName = Literal["lexical", "gemini", "openai-compatible"]
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:+-]*$")
+
+
+class SpecError(ValueError):
+    """A spec that does not validate; the message lists every problem with its location."""
+
+
+class _Strict(BaseModel):
+    """Rejects unknown keys with the list of allowed ones (pydantic's own message omits it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = set(cls.model_fields)
+            unknown = sorted(str(k) for k in data if k not in allowed)
+            if unknown:
+                raise ValueError(
+                    f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+                )
+        return data
+
+
+def _resolve(p: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("base_dir")
+    p = Path(p).expanduser()
+    return p if p.is_absolute() or base is None else (Path(base) / p).resolve()
+
+
+def _check_name(v: str, what: str) -> str:
+    if not _NAME.match(v):
+        raise ValueError(f"{what} {v!r}: use letters, digits and . _ / @ : + - (no spaces)")
+    return v
+
+
+class Generation(_Strict):
+    """Teacher trace generation (a later issue): the shape is validated now, running it is refused."""
+
+    backend: Literal["embedded", "vllm", "openai"]
+    model: str = Field(min_length=1)
+    datasets: list[str] | None = None
+    problems: Path | None = None
+    limit: int | None = Field(default=None, ge=1)
+    max_new_tokens: int = Field(default=4096, ge=1)
+
+    @field_validator("problems")
+    @classmethod
+    def _path(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        return None if v is None else _resolve(v, info)
+
+
+class Teacher(_Strict):
+    """A teacher: trace files to ingest (optionally only the records whose `model` field is
+    `select`, for files that hold several models), or a generation backend."""
+
+    name: str = Field(min_length=1)
+    traces: list[Path] = Field(default_factory=list)
+    select: str | None = None
+    generate: Generation | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _check_name(v, "teacher name")
+
+    @field_validator("traces")
+    @classmethod
+    def _paths(cls, v: list[Path], info: ValidationInfo) -> list[Path]:
+        out = [_resolve(p, info) for p in v]
+        if (info.context or {}).get("check_files", True):
+            missing = [str(p) for p in out if not p.is_file()]
+            if missing:
+                raise ValueError(f"trace file(s) not found: {', '.join(missing)}")
+        return out
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Teacher:
+        if bool(self.traces) == (self.generate is not None):
+            raise ValueError(f"teacher {self.name!r}: give exactly one of `traces: [FILE, ...]` or `generate: {{...}}`")
+        if self.select is not None and not self.traces:
+            raise ValueError(f"teacher {self.name!r}: `select` filters trace files; it needs `traces`")
+        return self
+
+
+class Decoding(_Strict):
+    max_new_tokens: int | None = Field(default=None, ge=1, description="default: transfer.max_new_tokens")
+    forcing_max_tokens: int = Field(default=100, ge=1)
+
+
+class Student(_Strict):
+    name: str = Field(min_length=1)
+    backend: StudentBackend = "embedded"
+    model: str = DEFAULT_STUDENT_MODEL
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    decoding: Decoding = Decoding()
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _check_name(v, "student name")
+
+
+class Efficiency(_Strict):
+    tau: float = Field(default=0.8, gt=0.0, le=1.0)
+    model: str = "all-MiniLM-L6-v2"
+
+
+class Transfer(_Strict):
+    enabled: bool = True
+    step_interval: int = Field(default=3, ge=1)
+    max_new_tokens: int = Field(default=1024, ge=1)
+    limit: int | None = Field(default=None, ge=1, description="first N transfer traces per (teacher, dataset)")
+    profile: Literal["spec", "preprint"] = "spec"
+    n_bins: int = Field(default=50, ge=1)
+
+
+class Judge(_Strict):
+    name: JudgeName = "lexical"
+    model: str | None = None
+    enabled: bool = True
+    concurrency: int = Field(default=16, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    base_url: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _model_needed(self) -> Judge:
+        if self.name == "openai-compatible" and self.enabled and not self.model:
+            raise ValueError("judge 'openai-compatible' needs `model` (the served model id)")
+        return self
+
+
+class Quality(_Strict):
+    enabled: bool = False
+    metrics: list[str] | None = None
+
+
+class Report(_Strict):
+    out: Path = Path("report")
+
+    @field_validator("out")
+    @classmethod
+    def _path(cls, v: Path, info: ValidationInfo) -> Path:
+        return _resolve(v, info)
+
+
+class Execution(_Strict):
+    """Where and how wide to run; never part of a content key."""
+
+    ray_address: str = Field(default="local", description="'local' starts Ray in-process; else 'auto' or ray://HOST:10001")
+    local_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray (default: all)")
+    gpus_per_engine: float = Field(default=0.0, ge=0)
+    cpus_per_engine: float = Field(default=1.0, gt=0)
+    max_concurrent_engines: int = Field(default=1, ge=1)
+    traces_per_chunk: int = Field(default=4, ge=1)
+    max_concurrent_shards: int = Field(default=4, ge=1)
+    retries: int = Field(default=2, ge=0)
+
+
+class BenchmarkSpec(_Strict):
+    name: str = "legival"
+    store: Path = Path("legival.duckdb")
+    teachers: list[Teacher] = Field(min_length=1)
+    datasets: list[str] = Field(min_length=1)
+    students: list[Student] = Field(default_factory=lambda: [Student(name="smollm2-135m")])
+    efficiency: Efficiency = Efficiency()
+    transfer: Transfer = Transfer()
+    judge: Judge = Judge()
+    quality: Quality = Quality()
+    report: Report = Report()
+    execution: Execution = Execution()
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: Path, info: ValidationInfo) -> Path:
+        return _resolve(v, info)
+
+    @field_validator("datasets")
+    @classmethod
+    def _datasets(cls, v: list[str]) -> list[str]:
+        from legival_core.registry import UnknownName, canonical_name
+
+        try:
+            return [canonical_name("dataset", d) for d in v]
+        except UnknownName as e:
+            raise ValueError(str(e)) from None
+
+    @model_validator(mode="after")
+    def _unique(self) -> BenchmarkSpec:
+        for what, names in (("teacher", [t.name for t in self.teachers]), ("student", [s.name for s in self.students])):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"duplicate {what} name(s): {', '.join(dup)}")
+        return self
+
+    def teacher(self, name: str) -> Teacher:
+        for t in self.teachers:
+            if t.name == name:
+                return t
+        raise SpecError(f"no teacher {name!r} in the spec; teachers: {', '.join(t.name for t in self.teachers)}")
+
+    def student_config(self, student: Student) -> StudentConfig:
+        """The library's student config: decoding from the student, budgets from `transfer`."""
+        return StudentConfig(
+            name=student.name,
+            backend=student.backend,
+            model=student.model,
+            dtype=student.dtype,
+            max_new_tokens=student.decoding.max_new_tokens or self.transfer.max_new_tokens,
+            forcing_max_tokens=student.decoding.forcing_max_tokens,
+            step_interval=self.transfer.step_interval,
+            n_bins=self.transfer.n_bins,
+            profile=self.transfer.profile,
+            backend_options=dict(student.backend_options),
+        )
+
+
+def parse_spec(data: Any, base_dir: str | Path | None = None, source: str = "spec", check_files: bool = True) -> BenchmarkSpec:
+    """Validate a spec mapping; `base_dir` anchors relative paths. Raises SpecError."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: the top level must be a mapping of keys (teachers, datasets, ...)")
+    ctx = {"base_dir": str(base_dir) if base_dir is not None else None, "check_files": check_files}
+    try:
+        return BenchmarkSpec.model_validate(data, context=ctx)
+    except ValidationError as e:
+        raise SpecError(format_errors(e, source)) from None
+
+
+def load_spec(path: str | Path, check_files: bool = True) -> BenchmarkSpec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError(f"{path}: not valid YAML: {e}") from None
+    return parse_spec(data, path.resolve().parent, str(path), check_files)
+
+
+def format_errors(e: ValidationError, source: str) -> str:
+    lines = [f"{source}: {e.error_count()} problem(s):"]
+    for err in e.errors(include_url=False):
+        loc = ".".join(str(x) for x in err["loc"]) or "<top>"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "literal_error":
+            msg = f"{msg} (got {err.get('input')!r})"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)

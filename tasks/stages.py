@@ -1,0 +1,160 @@
+"""Per-stage Prefect tasks: ingest (one per teacher), efficiency, judge, quality, aggregate.
+
+Each is a thin wrapper around one `legival_core` stage that computes only what the store lacks.
+`cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
+includes the flow-run id and would only add bookkeeping.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from legival_core.spec import Judge, Teacher
+from tasks._driver import locked_store
+from tasks._retry import retry_transient
+from tasks.progress import BOARD
+
+
+class GenerationNotAvailable(RuntimeError):
+    """A spec teacher asks for trace generation, which this version cannot run yet."""
+
+
+@dataclass(slots=True)
+class IngestResult:
+    teacher: str
+    files: list[dict[str, Any]] = field(default_factory=list)
+    new_traces: int = 0
+    already_stored: int = 0
+
+
+@task(name="ingest", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
+      task_run_name="ingest {teacher.name}")
+def ingest_teacher_task(db: str, teacher: Teacher) -> IngestResult:
+    return ingest_teacher(db, teacher)
+
+
+def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
+    """Ingest a teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
+    from legival_core.ingest import ingest_file
+
+    if teacher.generate is not None:
+        raise GenerationNotAvailable(
+            f"teacher {teacher.name!r} asks for generation ({teacher.generate.backend}, {teacher.generate.model}); "
+            "trace generation is not available in `legival run` yet: give `traces: [FILE, ...]` instead"
+        )
+    r = IngestResult(teacher.name)
+    for path in teacher.traces:
+        with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
+            src = _selected(path, teacher.select, Path(tmp)) if teacher.select else path
+            with locked_store(db) as store:
+                s = ingest_file(store, src, teacher=teacher.name)
+        s.file = str(path)
+        r.files.append(s.as_dict())
+        r.new_traces += s.new_traces
+        r.already_stored += s.already_stored
+    BOARD.event("ingest", teacher=teacher.name, new_traces=r.new_traces)
+    return r
+
+
+def _selected(path: Path, model: str, tmp: Path) -> Path:
+    """The records of one model from a file that holds several (`select:` in the spec)."""
+    out = tmp / path.name
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path)
+        col = "model" if "model" in t.column_names else "teacher"
+        pq.write_table(t.filter(pc.equal(t[col], model)), out)
+        return out
+    kept = 0
+    with path.open("rb") as src, out.open("wb") as dst:
+        for raw in src:
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+            except ValueError:
+                dst.write(raw)  # ingest reports the bad line with its message
+                continue
+            if isinstance(rec, dict) and (rec.get("model") == model or rec.get("teacher") == model):
+                dst.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                kept += 1
+    if kept == 0:
+        raise ValueError(f"{path}: no record has model {model!r} (spec `select`)")
+    return out
+
+
+@task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
+def efficiency_task(db: str, tau: float, model: str) -> dict[str, Any]:
+    from legival_core.stages.efficiency import compute_efficiency
+
+    with locked_store(db) as store:
+        s = compute_efficiency(store, tau=tau, model=model)
+    BOARD.event("efficiency", **s.as_dict())
+    return s.as_dict()
+
+
+@task(name="judge", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=retry_transient)
+def judge_task(db: str, judge: Judge) -> dict[str, Any]:
+    from legival_core.stages.judge import ensure_lexical, judge_missing
+
+    with locked_store(db) as store:
+        if judge.name == "lexical":
+            s = ensure_lexical(store)
+        else:
+            s = judge_missing(store, make_judge(judge), limit=judge.limit, max_cost_usd=judge.max_cost_usd)
+    BOARD.event("judge", judge_calls=s.judge_calls)
+    return s.as_dict()
+
+
+def make_judge(j: Judge) -> Any:
+    from legival_core.judges import GeminiJudge, JudgeLimits, OpenAICompatJudge
+
+    limits = JudgeLimits(concurrency=j.concurrency, rpm=j.rpm)
+    if j.name == "gemini":
+        kw: dict[str, Any] = {"base_url": j.base_url, "limits": limits}
+        if j.model:
+            kw["model"] = j.model
+        return GeminiJudge(**kw)
+    return OpenAICompatJudge(model=str(j.model), base_url=j.base_url, limits=limits)
+
+
+@task(name="quality", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
+def quality_task(db: str, metrics: list[str] | None) -> dict[str, Any]:
+    try:
+        from legival_core.stages.quality import compute_quality
+    except ImportError as e:
+        raise RuntimeError(f"the quality stage is not available in this install ({e}); "
+                           "set `quality: {enabled: false}` in the spec") from e
+    with locked_store(db) as store:
+        s = compute_quality(store, metrics)
+    d: dict[str, Any] = s.as_dict() if hasattr(s, "as_dict") else dict(vars(s))
+    return d
+
+
+@dataclass(slots=True)
+class AggregateResult:
+    out: str
+    files: list[str]
+    dashboard: str | None
+
+
+@task(name="aggregate", cache_policy=NO_CACHE)
+def aggregate_task(db: str, out: str, tau: float, model: str) -> AggregateResult:
+    """Reports from the store alone: tables, Pareto frontier, correlations, dashboard."""
+    from legival_core.reports.build import build_reports
+
+    with locked_store(db) as store:
+        result = build_reports(store, out, tau=tau, model=model)
+    files = sorted(result.files)
+    dash = Path(out) / "index.html"
+    return AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
+
