@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# Python puts this script's folder first on sys.path, and infra/vllm/ (deployment files) would then
+# shadow the vllm package as a namespace package.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO))
 FIXTURE = REPO / "tests" / "fixtures" / "datasets" / "gsm8k" / "test.jsonl"
 

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from legival_core.transfer.planner import DEFAULT_STUDENT_MODEL, StudentConfig
 
@@ -123,11 +131,32 @@ class Student(_Strict):
     dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
     decoding: Decoding = Decoding()
     backend_options: dict[str, Any] = Field(default_factory=dict)
+    engine_config: Path | None = Field(default=None, description="YAML of backend options (infra/vllm/*.yaml)")
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         return _check_name(v, "student name")
+
+    @field_validator("engine_config")
+    @classmethod
+    def _engine_config(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        if v is None:
+            return None
+        p = _resolve(v, info)
+        if (info.context or {}).get("check_files", True) and not p.is_file():
+            raise ValueError(f"engine config not found: {p}")
+        return p
+
+    def options(self) -> dict[str, Any]:
+        """Backend options: the engine config file's, overridden by inline `backend_options`."""
+        base: dict[str, Any] = {}
+        if self.engine_config is not None:
+            loaded = yaml.safe_load(self.engine_config.read_text(encoding="utf-8")) or {}
+            if not isinstance(loaded, dict):
+                raise SpecError(f"{self.engine_config}: an engine config is a mapping of backend options")
+            base = dict(loaded)
+        return {**base, **self.backend_options}
 
 
 class Efficiency(_Strict):
@@ -242,7 +271,7 @@ class BenchmarkSpec(_Strict):
             step_interval=self.transfer.step_interval,
             n_bins=self.transfer.n_bins,
             profile=self.transfer.profile,
-            backend_options=dict(student.backend_options),
+            backend_options=student.options(),
         )
 
 

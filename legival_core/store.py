@@ -73,6 +73,19 @@ CREATE TABLE IF NOT EXISTS judge_results (
     dropped_out_of_range INTEGER, retries INTEGER, input_tokens INTEGER, output_tokens INTEGER,
     created_at TIMESTAMP DEFAULT current_timestamp,
     PRIMARY KEY (trace_id, judge_key));
+CREATE TABLE IF NOT EXISTS generations (
+    cache_key VARCHAR PRIMARY KEY, model VARCHAR NOT NULL, teacher VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL, problem_id VARCHAR NOT NULL, prompt_hash VARCHAR NOT NULL,
+    decoding VARCHAR NOT NULL, text VARCHAR NOT NULL, reasoning_content VARCHAR,
+    finish_reason VARCHAR NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS monitor_results (
+    item_key VARCHAR PRIMARY KEY, supervisor_key VARCHAR NOT NULL, supervisor VARCHAR NOT NULL,
+    trace_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
+    problem_id VARCHAR NOT NULL, condition VARCHAR NOT NULL, label_incorrect BOOLEAN NOT NULL,
+    predicted_incorrect BOOLEAN, status VARCHAR NOT NULL, sabotage_kind VARCHAR, sabotage_step INTEGER,
+    detail VARCHAR, response VARCHAR, prompt_tokens INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp);
 CREATE TABLE IF NOT EXISTS judge_batches (
     batch_name VARCHAR PRIMARY KEY, judge_key VARCHAR NOT NULL, trace_ids VARCHAR NOT NULL,
     state VARCHAR NOT NULL, submitted_at TIMESTAMP DEFAULT current_timestamp);
@@ -226,6 +239,18 @@ class Store:
         finally:
             self.con.unregister("_ids")
 
+    def rows_by_key(self, table: str, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
+        """Rows of `table` whose `key` column is in `values` (joined, never formatted into SQL)."""
+        import pyarrow as pa
+
+        if table not in _TABLES or not key.isidentifier():
+            raise ValueError(f"unknown table or column {table}.{key}")
+        self.con.register("_keys", pa.table({key: list(values)}))
+        try:
+            return self.query(f"SELECT t.* FROM {table} t JOIN _keys USING ({key})").to_dicts()
+        finally:
+            self.con.unregister("_keys")
+
     def stored_rollout_depths(self, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
         rows = self.with_ids(
             trace_ids,
@@ -274,6 +299,8 @@ _TABLES = {
     "rollouts",
     "judge_results",
     "judge_batches",
+    "generations",
+    "monitor_results",
 }
 
 

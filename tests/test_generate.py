@@ -85,6 +85,9 @@ def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[
     seen = []
 
     def handler(request: httpx.Request) -> httpx.Response:
+        if not seen:
+            seen.append(None)
+            return httpx.Response(503, text="warming up")  # retried
         body = json.loads(request.content)
         seen.append(body)
         ans = gold_answer(body["messages"][1]["content"])
@@ -96,10 +99,11 @@ def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[
     cfg = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
                       chat_template_kwargs={"enable_thinking": True})
     engine = ChatEndpointEngine("http://x", "Qwen/Qwen3-8B", chat_template_kwargs=cfg.chat_template_kwargs,
-                                transport=httpx.MockTransport(handler))
+                                transport=httpx.MockTransport(handler), concurrency=1, backoff_s=0.0)
     s = run_generate(store, engine, "qwen3", "gsm8k", problems(), cfg, max_new_tokens=64)
     assert (s.generated, s.correct) == (2, 2)
-    assert seen[0]["temperature"] == 0 and seen[0]["chat_template_kwargs"] == {"enable_thinking": True}
+    assert engine.retries == 1
+    assert seen[1]["temperature"] == 0 and seen[1]["chat_template_kwargs"] == {"enable_thinking": True}
     assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
 
 

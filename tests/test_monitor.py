@@ -80,6 +80,7 @@ def test_monitor_stage_scripted(store) -> None:  # type: ignore[no-untyped-def]
     by = {r["teacher"]: r for r in pooled.iter_rows(named=True)}
     assert (by["t1"]["tp"], by["t1"]["fp"], by["t1"]["f1"]) == (3, 0, 1.0)
     assert (by["t2"]["tp"], by["t2"]["fn"], by["t2"]["recall"], by["t2"]["precision"]) == (0, 3, 0.0, None)
+    assert by["t2"]["f1"] == 0.0
     assert by["t3"]["tp"] == 3 and by["t3"]["recall"] == 1.0
     assert set(corr["kind"].to_list()) == {"spearman", "partial_spearman"}
     cols = teacher_columns(store)

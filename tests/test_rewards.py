@@ -122,3 +122,19 @@ def test_stage_rows_unavailable_then_scored_and_correlations(store, tiny_rm: Pat
     tr = corr.filter((corr["level"] == "trace") & (corr["metric"] == "correct") & (corr["subset"] == "all"))
     assert tr["n"][0] == 9 and tr["pearson_lo"][0] <= tr["pearson"][0] <= tr["pearson_hi"][0]
     assert set(corr["subset"].to_list()) == {"all", "correct", "all_solved"}
+
+
+def test_rm_cli(store, tiny_rm: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from legival.cli import app
+
+    _fill(store)
+    db = store.path
+    store.close()
+    res = CliRunner().invoke(app, ["rm", "--db", str(db), "--model", str(tiny_rm), "--dtype", "float32",
+                                   "--max-length", "64", "--n-boot", "20", "--out", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout.strip().splitlines()[-1])
+    assert summary["rm_scored"] == 9 and summary["rm_truncated"] > 0
+    assert (tmp_path / "out" / "rm_correlations.csv").exists()

@@ -79,7 +79,8 @@ class ChatEndpointEngine:
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  chat_template_kwargs: dict[str, Any] | None = None, concurrency: int = 8,
-                 timeout_s: float = 3600.0, transport: Any = None, seed: int | None = 0) -> None:
+                 timeout_s: float = 3600.0, transport: Any = None, seed: int | None = 0,
+                 max_retries: int = 4, backoff_s: float = 1.0) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
@@ -90,6 +91,8 @@ class ChatEndpointEngine:
         self.concurrency = max(1, concurrency)
         self.seed = seed
         self.template_kwargs_applied = True
+        self.max_retries, self.backoff_s = max_retries, backoff_s
+        self.retries = 0
         headers = {}
         key = os.environ.get(api_key_env)
         if key:
@@ -120,9 +123,7 @@ class ChatEndpointEngine:
             payload["chat_template_kwargs"] = self.kwargs
         if self.seed is not None:
             payload["seed"] = self.seed
-        resp = self._client.post(self.base_url + "/chat/completions", json=payload)
-        resp.raise_for_status()
-        data = resp.json()
+        data = self._post("/chat/completions", payload)
         choice = data["choices"][0]
         msg = choice.get("message") or {}
         reasoning = msg.get("reasoning_content", msg.get("reasoning"))
@@ -131,6 +132,29 @@ class ChatEndpointEngine:
         return RawOutput(str(msg.get("content") or ""), finish, int(usage.get("prompt_tokens", 0)),
                          int(usage.get("completion_tokens", 0)),
                          None if reasoning is None else str(reasoning))
+
+    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """Retries (exponential backoff) on transport errors, 408/409/429 and 5xx; other 4xx fail at once."""
+        import time
+
+        import httpx
+
+        for attempt in range(self.max_retries + 1):
+            try:
+                resp = self._client.post(self.base_url + path, json=payload)
+                if resp.status_code < 400:
+                    data: dict[str, Any] = resp.json()
+                    return data
+                if resp.status_code < 500 and resp.status_code not in (408, 409, 429):
+                    resp.raise_for_status()
+                error: Exception = httpx.HTTPStatusError(resp.text[:300], request=resp.request, response=resp)
+            except httpx.TransportError as e:
+                error = e
+            if attempt == self.max_retries:
+                raise error
+            self.retries += 1
+            time.sleep(self.backoff_s * 2**attempt)
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         self._client.close()

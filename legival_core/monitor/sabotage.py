@@ -23,7 +23,7 @@ from typing import Literal
 from legival_core.types import content_hash
 
 Kind = Literal["number", "operation", "claim"]
-NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.]\d)")
+NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.,]\d)")
 OPERATIONS: tuple[tuple[str, str], ...] = (
     (r" \+ ", " - "), (r" - ", " + "), (r" \* ", " / "), (r" / ", " * "), (r" × ", " ÷ "), (r" ÷ ", " × "),
     (r"\bplus\b", "minus"), (r"\bminus\b", "plus"), (r"\btimes\b", "divided by"),
@@ -46,9 +46,10 @@ def perturb_number(value: str, rng: random.Random) -> str:
         head, tail = value.rsplit(".", 1)
         last = int(tail[-1])
         return f"{head}.{tail[:-1]}{(last + rng.choice([1, 2, 3, 7])) % 10}"
-    n = int(value)
+    n = int(value.replace(",", ""))
     offsets = [o for o in (-3, -2, -1, 1, 2, 3) if n < 0 or n + o >= 0]
-    return str(n + rng.choice(offsets))
+    new = n + rng.choice(offsets)
+    return f"{new:,}" if "," in value else str(new)
 
 
 def _ops_in(step: str) -> list[tuple[int, int, str]]:

@@ -28,7 +28,8 @@ def significance(p: float | None) -> str:
 
 def prf(items: pl.DataFrame) -> pl.DataFrame:
     """Per (teacher, dataset, condition): tp, fp, fn, tn, precision, recall, f1 (null when undefined),
-    with the dataset = 'all' and condition = 'all' pools."""
+    with the dataset = 'all' and condition = 'all' pools. F1 = 2tp / (2tp + fp + fn), so a supervisor
+that never flags anything has F1 0 (precision undefined)."""
     import polars as pl
 
     ok = items.filter(pl.col("status") != "overflow")
@@ -53,9 +54,9 @@ def prf(items: pl.DataFrame) -> pl.DataFrame:
     prec = pl.when(pl.col("tp") + pl.col("fp") > 0).then(pl.col("tp") / (pl.col("tp") + pl.col("fp")))
     rec = pl.when(pl.col("tp") + pl.col("fn") > 0).then(pl.col("tp") / (pl.col("tp") + pl.col("fn")))
     out = out.with_columns(prec.alias("precision"), rec.alias("recall"))
-    f1 = (pl.when((pl.col("precision") + pl.col("recall")) > 0)
-          .then(2 * pl.col("precision") * pl.col("recall") / (pl.col("precision") + pl.col("recall")))
-          .when(pl.col("precision").is_not_null() & pl.col("recall").is_not_null()).then(0.0))
+    # F1 = 2tp / (2tp + fp + fn): 0 when the supervisor catches nothing, even if it flags nothing.
+    den = 2 * pl.col("tp") + pl.col("fp") + pl.col("fn")
+    f1 = pl.when(den > 0).then(2 * pl.col("tp") / den)
     return out.with_columns(f1.alias("f1")).sort("teacher", "dataset", "condition")
 
 

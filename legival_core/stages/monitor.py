@@ -25,15 +25,6 @@ from legival_core.types import content_hash
 if TYPE_CHECKING:
     import polars as pl
 
-MONITOR_DDL = """
-CREATE TABLE IF NOT EXISTS monitor_results (
-    item_key VARCHAR PRIMARY KEY, supervisor_key VARCHAR NOT NULL, supervisor VARCHAR NOT NULL,
-    trace_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
-    problem_id VARCHAR NOT NULL, condition VARCHAR NOT NULL, label_incorrect BOOLEAN NOT NULL,
-    predicted_incorrect BOOLEAN, status VARCHAR NOT NULL, sabotage_kind VARCHAR, sabotage_step INTEGER,
-    detail VARCHAR, response VARCHAR, prompt_tokens INTEGER,
-    created_at TIMESTAMP DEFAULT current_timestamp)
-"""
 COLUMNS = ("item_key", "supervisor_key", "supervisor", "trace_id", "teacher", "dataset", "problem_id",
            "condition", "label_incorrect", "predicted_incorrect", "status", "sabotage_kind", "sabotage_step",
            "detail", "response", "prompt_tokens")
@@ -106,9 +97,7 @@ def _item(r: dict[str, Any], condition: str, text: str, kind: str | None = None,
 
 def run_monitor(store: Store, backend: TextBackend, supervisor: str, seed: int = 0, limit: int | None = None,
                 max_new_tokens: int = 8, batch_size: int = 16, progress: Progress | None = None) -> MonitorSummary:
-    import pyarrow as pa
 
-    store.run(MONITOR_DDL)
     items = build_items(store, seed, limit)
     skey = supervisor_key(backend.model_id, max_new_tokens)
     s = MonitorSummary(supervisor, skey, items=len(items))
@@ -130,12 +119,7 @@ def run_monitor(store: Store, backend: TextBackend, supervisor: str, seed: int =
             rows.append({**{c: it.get(c) for c in COLUMNS}, "supervisor_key": skey, "supervisor": supervisor,
                          "predicted_incorrect": v.predicted_incorrect, "status": v.status, "response": v.response,
                          "prompt_tokens": v.prompt_tokens})
-        store.con.register("_mon", pa.Table.from_pylist(rows))
-        try:
-            cols = ", ".join(COLUMNS)
-            store.run(f"INSERT OR IGNORE INTO monitor_results ({cols}) SELECT {cols} FROM _mon")
-        finally:
-            store.con.unregister("_mon")
+        store.insert_rows("monitor_results", [{c: r.get(c) for c in COLUMNS} for r in rows])
         s.asked += len(part)
         if progress:
             progress(s.asked, len(todo))
@@ -144,7 +128,6 @@ def run_monitor(store: Store, backend: TextBackend, supervisor: str, seed: int =
 
 def monitor_items(store: Store, supervisor: str | None = None) -> pl.DataFrame:
     """Stored verdicts of one supervisor (default: the one with the most verdicts)."""
-    store.run(MONITOR_DDL)
     if supervisor is None:
         top = store.query("SELECT supervisor, count(*) AS n FROM monitor_results GROUP BY 1 ORDER BY n DESC, 1 LIMIT 1")
         if top.height == 0:
