@@ -28,11 +28,14 @@ def report(
 ) -> None:
     """Build the reports from the store alone (no model call)."""
     from legival_core.reports.build import build_reports
+    from legival_core.reports.extras import stage_teacher_columns
 
     t0 = time.perf_counter()
     with open_store(db) as store:
+        extra = stage_teacher_columns(store)
         result = build_reports(store, out, tau=tau, n_resamples=resamples, seed=seed,
-                               dashboard_traces=dashboard_traces)
+                               dashboard_traces=dashboard_traces, extra_teacher_columns=extra.frames,
+                               extra_directions=extra.directions)
     _print_table(result.teacher_dataset)
     summary: dict[str, object] = {"command": "report", "out": str(out), "files": sorted(result.files),
                                   "wall_s": round(time.perf_counter() - t0, 3)}
