@@ -1,24 +1,23 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._common import driver_session, load_run
-from flows.aggregate import aggregate
-from flows.efficiency import efficiency
-from flows.ingest import ingest
-from flows.judge import judge
+from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
-from tasks.stages import quality_task
+from tasks.stages import aggregate_task, efficiency_task, ingest_teacher_task, judge_task, quality_task
 
 
 @flow(name="benchmark")
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
-    """The full DAG: ingest -> efficiency -> transfer -> judge -> quality -> aggregate.
+    """The full DAG: ingest -> efficiency -> transfer (subflow, one task per shard) -> judge ->
+    quality -> aggregate. Stage tasks are called directly (a subflow per stage costs ~1 s of
+    bookkeeping each, which a fully cached rerun would feel).
 
     `teachers` restricts ingest and transfer to those teachers (the per-teacher deployments); the
     other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
@@ -27,18 +26,18 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     s, dbp, outp = load_run(spec, db, out)
     summary: dict[str, Any] = {"spec": str(spec), "db": dbp, "out": outp}
     with driver_session():
-        ing = ingest(spec, db=dbp, teachers=teachers)
-        summary["new_traces"] = sum(r["new_traces"] for r in ing)
-        summary["efficiency"] = efficiency(spec, db=dbp)
+        ing = [ingest_teacher_task(dbp, t) for t in selected_teachers(s, teachers)]
+        summary["new_traces"] = sum(r.new_traces for r in ing)
+        summary["efficiency"] = efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)
         tr: dict[str, Any] = {"rollouts_total": 0, "rollouts_cached": 0, "rollouts_generated": 0, "engines_loaded": 0}
         if s.transfer.enabled:
-            runner = ThreadPoolTaskRunner(max_workers=s.execution.max_concurrent_shards)
+            runner: Any = ThreadPoolTaskRunner(max_workers=s.execution.max_concurrent_shards)
             tr = transfer.with_options(task_runner=runner)(spec, db=dbp, teachers=teachers)
         summary.update({k: v for k, v in tr.items() if k != "shards"})
-        summary["judge_calls"] = judge(spec, db=dbp)["judge_calls"] if s.judge.enabled else 0
+        summary["judge_calls"] = judge_task(dbp, s.judge)["judge_calls"] if s.judge.enabled else 0
         if s.quality.enabled:
             summary["quality"] = quality_task(dbp, s.quality.metrics)
-        ag = aggregate(spec, db=dbp, out=outp)
+        ag = asdict(aggregate_task(dbp, outp, s.efficiency.tau, s.efficiency.model))
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]
     summary["wall_s"] = round(time.perf_counter() - t0, 3)

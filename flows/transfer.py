@@ -10,7 +10,7 @@ from tasks.engines import loaded_engines
 from tasks.transfer import transfer_shard_task
 
 
-@flow(name="transfer", task_runner=ThreadPoolTaskRunner(max_workers=4))
+@flow(name="transfer", task_runner=ThreadPoolTaskRunner(max_workers=4))  # type: ignore[arg-type]
 def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None) -> dict[str, Any]:
     """One task per (teacher, dataset, student) shard, run concurrently; each fans out on Ray."""
     s, dbp, _ = load_run(spec, db)

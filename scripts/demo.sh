@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The embedded demo: ingest the bundled real traces, compute efficiency metrics, print the table.
+# The embedded demo: the whole benchmark flow (Prefect without a server, local Ray, DuckDB) on the
+# bundled real traces of 5 teachers; ends with the report directory and the dashboard path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-L=${LEGIVAL_VENV:-.venv}/bin/legival
-DB=${DEMO_DB:-demo-out/demo.duckdb}
-OUT=${DEMO_OUT:-demo-out/report}
-mkdir -p "$(dirname "$DB")"
-"$L" ingest examples/data/gsm8k_md_eval_cot_5teachers.jsonl examples/data/gsm8k_gpt-oss-120b_200.jsonl --db "$DB"
-"$L" efficiency --db "$DB"
-"$L" report --db "$DB" --out "$OUT"
-echo "report written to $OUT"
+PY=${LEGIVAL_VENV:-.venv}/bin/python
+export PREFECT_SERVER_ANALYTICS_ENABLED=${PREFECT_SERVER_ANALYTICS_ENABLED:-false}
+mkdir -p demo-out
+"$PY" -m legival run examples/demo.yaml "$@" | tee demo-out/run.log
+"$PY" - <<'PY'
+import json
+s = json.loads(open("demo-out/run.log").read().strip().splitlines()[-1])
+print(f"report:    {s['out']}")
+print(f"dashboard: {s['dashboard']}")
+PY

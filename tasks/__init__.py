@@ -1,16 +1,8 @@
 """Prefect tasks: thin, typed wrappers around `legival_core` stages, with retries on transient
 failures. They run in the driver process (the only DuckDB writer); model work fans out to Ray
-student engine actors from `tasks.engines`."""
+student engine actors from `tasks.engines`.
 
-from tasks.stages import aggregate_task, efficiency_task, ingest_teacher_task, judge_task, quality_task
-from tasks.transfer import ShardResult, transfer_shard_task
-
-__all__ = [
-    "ShardResult",
-    "aggregate_task",
-    "efficiency_task",
-    "ingest_teacher_task",
-    "judge_task",
-    "quality_task",
-    "transfer_shard_task",
-]
+Modules: `tasks.stages` (ingest, efficiency, judge, quality, aggregate), `tasks.transfer` (one task
+per teacher x dataset x student shard), `tasks.engines` (the Ray engine pool), `tasks.progress`.
+Nothing is imported here, so a Ray engine process importing `tasks.engines` never loads Prefect.
+"""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -201,6 +202,9 @@ def ensure_ray(execution: Execution) -> None:
     if ray.is_initialized():
         return
     if execution.ray_address == "local":
+        # Ray starts workers at niceness 15 by default; here the engines ARE the work, so they must not
+        # yield the CPU to every other process on a shared machine.
+        os.environ.setdefault("RAY_worker_niceness", "0")
         ray.init(num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=execution.ray_address, log_to_driver=False)

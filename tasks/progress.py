@@ -3,7 +3,7 @@ and (optionally) a JSON-lines progress file that a watcher can read while DuckDB
 
 The progress file is the outside view of a running benchmark: DuckDB allows one process per file,
 so a test or an operator cannot poll the store while `legival run` holds it. One line per event:
-{"stage": ..., "shard": ..., "done": N, "total": N, "committed": N} where `committed` counts rows
+{"stage": ..., "shard": ..., "done": N, "total": N, "committed": N, "t": UNIX_TIME} where `committed` counts rows
 written by this run so far.
 """
 
@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,5 +117,5 @@ def _append_file(record: dict[str, Any]) -> None:
     if not path:
         return
     with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.write(json.dumps({**record, "t": round(time.time(), 3)}, sort_keys=True) + "\n")
         f.flush()

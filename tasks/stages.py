@@ -64,7 +64,8 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
 
 
 def _selected(path: Path, model: str, tmp: Path) -> Path:
-    """The records of one model from a file that holds several (`select:` in the spec)."""
+    """The records of one model from a file that holds several (`select:` in the spec), under the
+    same file name and at the same line numbers (the store records name and line as provenance)."""
     out = tmp / path.name
     if path.suffix.lower() in (".parquet", ".pq"):
         import pyarrow.compute as pc
@@ -77,16 +78,17 @@ def _selected(path: Path, model: str, tmp: Path) -> Path:
     kept = 0
     with path.open("rb") as src, out.open("wb") as dst:
         for raw in src:
-            if not raw.strip():
-                continue
+            line = raw if raw.endswith(b"\n") else raw + b"\n"
             try:
-                rec = json.loads(raw)
+                rec = json.loads(raw) if raw.strip() else None
             except ValueError:
-                dst.write(raw)  # ingest reports the bad line with its message
+                dst.write(line)  # ingest reports the bad line with its message
                 continue
             if isinstance(rec, dict) and (rec.get("model") == model or rec.get("teacher") == model):
-                dst.write(raw if raw.endswith(b"\n") else raw + b"\n")
+                dst.write(line)
                 kept += 1
+            else:
+                dst.write(b"\n")  # blank: ingest skips it, and line numbers stay the original file's
     if kept == 0:
         raise ValueError(f"{path}: no record has model {model!r} (spec `select`)")
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -116,4 +115,3 @@ def test_select_keeps_only_that_model(tmp_path: Path) -> None:
     r = ingest_teacher_task.fn(str(tmp_path / "x.duckdb"), spec.teachers[0])
     close_stores()
     assert r.new_traces == 4 and r.files[0]["file"].endswith("traces.jsonl")
-    shutil.rmtree(tmp_path / "report", ignore_errors=True)

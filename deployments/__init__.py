@@ -1,0 +1,1 @@
+"""Build Prefect deployments (prefect.yaml) from a benchmark spec: see `deployments.build`."""
