@@ -55,7 +55,7 @@ def compute_efficiency(
     tau: float = DEFAULT_TAU,
     model: str = DEFAULT_MODEL,
     progress: Progress | None = None,
-    chunk_traces: int = 400,
+    chunk_traces: int = 1000,
 ) -> EfficiencySummary:
     s = EfficiencySummary()
     s.segmented = segment_missing(store)
