@@ -131,14 +131,11 @@ def make_judge(j: Judge) -> Any:
 
 @task(name="quality", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
 def quality_task(db: str, metrics: list[str] | None) -> dict[str, Any]:
-    try:
-        from legival_core.stages.quality import compute_quality
-    except ImportError as e:
-        raise RuntimeError(f"the quality stage is not available in this install ({e}); "
-                           "set `quality: {enabled: false}` in the spec") from e
+    from legival_core.stages.quality import compute_quality
+
     with locked_store(db) as store:
         s = compute_quality(store, metrics)
-    d: dict[str, Any] = s.as_dict() if hasattr(s, "as_dict") else dict(vars(s))
+    d: dict[str, Any] = s.as_dict()
     return d
 
 
@@ -153,9 +150,12 @@ class AggregateResult:
 def aggregate_task(db: str, out: str, tau: float, model: str) -> AggregateResult:
     """Reports from the store alone: tables, Pareto frontier, correlations, dashboard."""
     from legival_core.reports.build import build_reports
+    from legival_core.reports.extras import stage_teacher_columns
 
     with locked_store(db) as store:
-        result = build_reports(store, out, tau=tau, model=model)
+        extra = stage_teacher_columns(store)
+        result = build_reports(store, out, tau=tau, model=model, extra_teacher_columns=extra.frames,
+                               extra_directions=extra.directions)
     files = sorted(result.files)
     dash = Path(out) / "index.html"
     return AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
