@@ -76,10 +76,10 @@ def _ensure_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    import legival_core.datasets  # noqa: F401
-    import legival_core.metrics  # noqa: F401
-    import legival_core.transfer  # noqa: F401
-    import legival_core.judges  # noqa: F401
     import legival_core.backends.embedded  # noqa: F401
     import legival_core.backends.openai_backend  # noqa: F401
     import legival_core.backends.vllm_backend  # noqa: F401
+    import legival_core.datasets  # noqa: F401
+    import legival_core.judges  # noqa: F401
+    import legival_core.metrics  # noqa: F401
+    import legival_core.transfer  # noqa: F401

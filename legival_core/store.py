@@ -11,7 +11,7 @@ DuckDB allows one process per file: only the driver process opens the store; wor
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -138,6 +138,20 @@ class Store:
             raise
         self.run("COMMIT")
 
+    @contextmanager
+    def bound(self, name: str, data: Any) -> Iterator[None]:
+        """Expose an Arrow table (or polars frame) to SQL as view `name` for the duration of a block.
+        Unregistering inside an aborted transaction fails; that must not hide the original error
+        (the next `register` of the same name replaces the view anyway)."""
+        import duckdb
+
+        self.con.register(name, data)
+        try:
+            yield
+        finally:
+            with suppress(duckdb.Error):
+                self.con.unregister(name)
+
     def run(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute a statement and drain its result (DuckDB 2 refuses new work on a connection
         while a result is pending)."""
@@ -158,11 +172,8 @@ class Store:
             raise ValueError(f"unknown table {table!r}")
         cols = ", ".join(data.column_names)
         before = self.count(table)
-        self.con.register("_incoming", data)
-        try:
+        with self.bound("_incoming", data):
             self.run(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM _incoming")
-        finally:
-            self.con.unregister("_incoming")
         return InsertCounts(data.num_rows, self.count(table) - before)
 
     def count(self, table: str) -> int:
@@ -233,11 +244,8 @@ class Store:
 
         if not trace_ids:
             return []
-        self.con.register("_ids", pa.table({"trace_id": list(trace_ids)}))
-        try:
+        with self.bound("_ids", pa.table({"trace_id": list(trace_ids)})):
             return self.run(sql, params)
-        finally:
-            self.con.unregister("_ids")
 
     def rows_by_key(self, table: str, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
         """Rows of `table` whose `key` column is in `values` (joined, never formatted into SQL)."""
@@ -245,11 +253,8 @@ class Store:
 
         if table not in _TABLES or not key.isidentifier():
             raise ValueError(f"unknown table or column {table}.{key}")
-        self.con.register("_keys", pa.table({key: list(values)}))
-        try:
+        with self.bound("_keys", pa.table({key: list(values)})):
             return self.query(f"SELECT t.* FROM {table} t JOIN _keys USING ({key})").to_dicts()
-        finally:
-            self.con.unregister("_keys")
 
     def stored_rollout_depths(self, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
         rows = self.with_ids(
@@ -265,8 +270,7 @@ class Store:
         """Complete traces graded correct by the current grader of their dataset, with their step
         count m, question and gold, in the stable order (teacher, dataset, problem_id, trace_id);
         `rn` numbers them within (teacher, dataset)."""
-        self.con.register("_graders", graders.to_arrow())
-        try:
+        with self.bound("_graders", graders.to_arrow()):
             return self.query(
                 """
                 SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, c.m,
@@ -282,8 +286,6 @@ class Store:
                 """,
                 [segmenter, teacher, teacher, dataset, dataset],
             )
-        finally:
-            self.con.unregister("_graders")
 
 
 _TABLES = {

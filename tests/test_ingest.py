@@ -98,7 +98,9 @@ def test_skip_bad_skips_and_lists(store: Store, tmp_path: Path) -> None:
 def test_failure_inside_the_write_rolls_back(store: Store, tmp_path: Path) -> None:
     """A failure after validation (here: a grades row violating NOT NULL) undoes the whole file."""
     before = _snapshot(store)
-    with pytest.raises(Exception), store.transaction():
+    import duckdb
+
+    with pytest.raises(duckdb.ConstraintException), store.transaction():
         store.insert_rows("traces", [{"trace_id": "x", "teacher": "t", "dataset": "gsm8k", "problem_id": "p",
                                       "reasoning": "r", "answer_text": "", "truncated": False}])
         store.insert_rows("grades", [{"trace_id": "x", "grader": "g", "correct": None, "status": "ok"}])

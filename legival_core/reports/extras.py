@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import polars as pl
 
+    from legival_core.reports.aggregate import Direction
     from legival_core.store import Store
 
 
 @dataclass(slots=True)
 class ExtraColumns:
     frames: list[pl.DataFrame] = field(default_factory=list)
-    directions: dict[str, str] = field(default_factory=dict)
+    directions: dict[str, Direction] = field(default_factory=dict)
 
 
 def stage_teacher_columns(store: Store) -> ExtraColumns:
