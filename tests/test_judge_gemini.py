@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -350,3 +351,69 @@ def test_batch_windows_are_merged(srv: FakeGemini) -> None:
     assert len(items) >= 2 and {i["metadata"]["windows"] for i in items} == {str(len(items))}
     (r,) = j.collect_batch(name)
     assert r.status == "ok" and r.flagged_steps == (5, 25, 38) and r.windows == len(items)
+
+
+def test_batch_jsonl_file_submit_poll_collect(srv: FakeGemini) -> None:
+    srv.batch_pending_polls = 1
+    odd = "tr:ace/#7 ü"  # a trace id holding the key's separators
+    reqs = [req("a"), req("c", ("Fine.", "Done.")), req(odd), req("empty", ())]
+    j = judge(srv)
+    srv.script.extend([Canned(text="not json"), Canned.error(500, message="item failed")])
+    name = j.submit_batch(reqs, use_file=True)
+    assert name == "batches/job1"
+    start, *chunks, create = srv.requests
+    assert start.path == "/upload/v1/files" and start.headers["x-goog-upload-command"] == "start"
+    assert start.headers["x-goog-upload-protocol"] == "resumable"
+    assert chunks and "finalize" in chunks[-1].headers["x-goog-upload-command"]
+    assert create.path == "/v1/models/gemini-2.5-flash:batchGenerateContent"
+    src = create.body["batch"]["inputConfig"]
+    assert "requests" not in src and src["fileName"] == "files/f1"
+    uploaded = srv.uploaded(src["fileName"])
+    assert KEY.encode() not in uploaded
+    lines = [json.loads(x) for x in uploaded.decode().splitlines()]
+    assert [ln["key"] for ln in lines] == ["w0/1:1-3:m3:a", "w0/1:1-2:m2:c", f"w0/1:1-3:m3:{odd}"]
+    assert set(lines[0]) == {"key", "request"}  # the empty trace is not sent
+    body = lines[0]["request"]
+    assert body["systemInstruction"]["parts"][0]["text"] == SYSTEM_MATH
+    assert body["generationConfig"]["responseMimeType"] == "application/json"
+
+    assert j.poll_batch(name).done is False
+    assert j.poll_batch(name).state == "JOB_STATE_SUCCEEDED"
+    assert srv.batches["job1"]["responses_file"] == "files/f2"
+    alone = j.collect_batch(name)  # resume without the requests: the keys alone name the traces
+    assert [(r.trace_id, r.status) for r in alone] == [("a", "failed"), ("c", "failed"), (odd, "ok")]
+    assert "no repair possible" in alone[0].reason and "item failed" in alone[1].reason
+    assert alone[2].flagged_steps == (2,) and alone[2].input_tokens == 100
+    n_before = len(srv.generate_calls())
+    res = j.collect_batch(name, reqs)
+    assert [(r.trace_id, r.status, r.flagged_steps) for r in res] == [
+        ("a", "ok", (2,)),
+        ("c", "failed", ()),
+        (odd, "ok", (2,)),
+        ("empty", "ok", ()),
+    ]
+    assert res[0].repaired
+    repairs = srv.generate_calls()[n_before:]
+    assert len(repairs) == 1 and [t["role"] for t in repairs[0].body["contents"]] == ["user", "model", "user"]
+    downloads = [r for r in srv.requests if r.path.endswith(":download?alt=media")]
+    assert len(downloads) == 2 and downloads[0].path.endswith("/files/f2:download?alt=media")
+    for f in srv.files.values():
+        assert KEY.encode() not in f["data"]
+    assert all(KEY not in f"{r.reason} {r.raw_json}" for r in [*alone, *res])
+
+    # the file carries exactly the request bodies the inline path sends
+    j.submit_batch(reqs)
+    items = srv.requests[-1].body["batch"]["inputConfig"]["requests"]["requests"]
+    assert [i["request"] for i in items] == [ln["request"] for ln in lines]
+
+
+def test_batch_switches_to_a_file_over_the_threshold(srv: FakeGemini) -> None:
+    srv.batch_pending_polls = 0
+    j = judge(srv, batch_file_threshold_bytes=100)
+    name = j.submit_batch([req("a"), req("b", ("Fine.", "Done."))])
+    assert "fileName" in srv.requests[-1].body["batch"]["inputConfig"]
+    res = j.collect_batch(name)
+    assert [(r.trace_id, r.status, r.flagged_steps) for r in res] == [("a", "ok", (2,)), ("b", "ok", ())]
+    big = judge(srv)  # default 15 MB: inline
+    big.submit_batch([req("c")])
+    assert "requests" in srv.requests[-1].body["batch"]["inputConfig"]

@@ -9,13 +9,19 @@ shared loop in base.py does all retrying and counts it.
 Batch API (50% price): `submit_batch` sends inline requests (`BatchJobSource(inlined_requests=...)`,
 each carrying `metadata` that names its trace and window, so results can be matched without the
 original requests), `poll_batch` reads the job state, `collect_batch` parses
-`dest.inlined_responses`. Inline batches are limited by the API's request size (about 20 MB); split
-larger runs into several jobs. The uploaded-JSONL-file path is not implemented.
+`dest.inlined_responses`. Inline batches are limited by the API's request size (about 20 MB): when
+the serialized requests exceed `batch_file_threshold_bytes` (default 15 MB), or with
+`use_file=True`, the same requests are written as JSONL (`{"key": ..., "request": {...}}` per line,
+the REST GenerateContentRequest the SDK would send inline), uploaded through the Files API and the
+job is created with `src=<file name>`; `collect_batch` then downloads `dest.file_name` (JSONL lines
+with `key` and `response` or `error`). A file line has no metadata, so its `key` encodes the trace
+and window (`_file_key`); both paths feed the same result parsing.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import time
@@ -55,6 +61,7 @@ if TYPE_CHECKING:
 DEFAULT_MODEL = "gemini-2.5-flash"
 KEY_ENV_VARS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_ENV = "LEGIVAL_GEMINI_BASE_URL"
+DEFAULT_BATCH_FILE_THRESHOLD_BYTES = 15 * 1024 * 1024
 TERMINAL_STATES = frozenset(
     {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
 )
@@ -90,6 +97,37 @@ class BatchStatus:
     state: str
     done: bool
     succeeded: bool
+
+
+def _file_key(meta: dict[str, str]) -> str:
+    """A JSONL line's `key`: window, window count, step span, m, then the trace id (which may hold any
+    character, so it comes last)."""
+    window = f"w{meta['window']}/{meta['windows']}"
+    return f"{window}:{meta['first']}-{meta['last']}:m{meta['m']}:{meta['trace_id']}"
+
+
+def _meta_from_key(key: object) -> dict[str, str]:
+    """Inverse of `_file_key`; {} for a key this module did not write."""
+    if not isinstance(key, str):
+        return {}
+    try:
+        win, span, m, tid = key.split(":", 3)
+        window, windows = win.removeprefix("w").split("/")
+        first, last = span.split("-")
+        fields = (window, windows, first, last, m.removeprefix("m"))
+        if not all(f.isdigit() for f in fields) or not win.startswith("w") or not m.startswith("m"):
+            return {}
+    except ValueError:
+        return {}
+    return {
+        "key": f"{tid}#{window}",
+        "trace_id": tid,
+        "window": window,
+        "windows": windows,
+        "first": first,
+        "last": last,
+        "m": fields[4],
+    }
 
 
 @functools.cache
@@ -154,6 +192,7 @@ class GeminiJudge(BaseJudge):
         windows: WindowPolicy | None = None,
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
+        batch_file_threshold_bytes: int = DEFAULT_BATCH_FILE_THRESHOLD_BYTES,
     ) -> None:
         super().__init__(
             model=model,
@@ -167,6 +206,7 @@ class GeminiJudge(BaseJudge):
         )
         self._key = Secret(resolve_api_key(api_key))
         self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+        self.batch_file_threshold_bytes = batch_file_threshold_bytes
         genai = _require_genai()
         from google.genai import types
 
@@ -272,10 +312,35 @@ class GeminiJudge(BaseJudge):
                 )
         return inlined, local
 
+    def batch_file_lines(self, inlined: Sequence[gtypes.InlinedRequest]) -> list[bytes]:
+        """One JSONL line per inline request: `{"key": ..., "request": <REST GenerateContentRequest>}`.
+
+        The request body is produced by the SDK's own inline-request converter, so a file line carries
+        exactly what the inline path would send; the metadata moves into the key.
+        """
+        from google.genai import _common
+        from google.genai import batches as gbatches
+
+        api_client = self._client._api_client
+        lines = []
+        for it in inlined:
+            wire = gbatches._InlinedRequest_to_mldev(api_client, it)
+            wire = _common.encode_unserializable_types(_common.convert_to_dict(wire))
+            line = {"key": _file_key(dict(it.metadata or {})), "request": wire["request"]}
+            lines.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+        return lines
+
     def submit_batch(
-        self, requests: Sequence[JudgeRequest], display_name: str = "legival-backtracking"
+        self,
+        requests: Sequence[JudgeRequest],
+        display_name: str = "legival-backtracking",
+        use_file: bool = False,
     ) -> str:
-        """Create a Batch API job for `requests`; returns the job name (`batches/...`)."""
+        """Create a Batch API job for `requests`; returns the job name (`batches/...`).
+
+        Inline unless `use_file` or the serialized requests exceed `batch_file_threshold_bytes`; then
+        the requests go up as an uploaded JSONL file.
+        """
         from google.genai import types
 
         reqs = list(requests)
@@ -284,13 +349,32 @@ class GeminiJudge(BaseJudge):
         if not inlined:
             raise JudgeError("nothing to submit: every request is empty or over the token budget")
         try:
+            lines = self.batch_file_lines(inlined)
+        except Exception as e:  # the SDK's private converters moved or changed
+            raise JudgeError(f"could not serialize the batch requests: {type(e).__name__}: {e}") from None
+        as_file = use_file or sum(len(x) + 1 for x in lines) > self.batch_file_threshold_bytes
+        step = "batch submission"
+        try:
+            if as_file:
+                step = "batch file upload"
+                data = b"\n".join(lines) + b"\n"
+                uploaded = self._client.files.upload(
+                    file=io.BytesIO(data),
+                    config=types.UploadFileConfig(display_name=display_name, mime_type="jsonl"),
+                )
+                if not uploaded.name:
+                    raise JudgeError("batch file upload returned no file name")
+                step = "batch submission"
+                src = types.BatchJobSource(file_name=uploaded.name)
+            else:
+                src = types.BatchJobSource(inlined_requests=inlined)
             job = self._client.batches.create(
-                model=self.model,
-                src=types.BatchJobSource(inlined_requests=inlined),
-                config=types.CreateBatchJobConfig(display_name=display_name),
+                model=self.model, src=src, config=types.CreateBatchJobConfig(display_name=display_name)
             )
+        except JudgeError:
+            raise
         except Exception as e:
-            raise JudgeError(self.scrub(f"batch submission failed: {type(e).__name__}: {e}")) from None
+            raise JudgeError(self.scrub(f"{step} failed: {type(e).__name__}: {e}")) from None
         if not job.name:
             raise JudgeError("batch submission returned no job name")
         return str(job.name)
@@ -313,6 +397,42 @@ class GeminiJudge(BaseJudge):
                 raise JudgeError(f"batch {name} still {st.state} after {timeout_s:.0f}s")
             self._sleep(interval_s)
 
+    def _batch_responses(self, name: str, job: Any) -> list[gtypes.InlinedResponse]:
+        """The job's outputs as InlinedResponse objects with `metadata`: inline as they come, or parsed
+        from the downloaded result file (metadata rebuilt from each line's key)."""
+        from google.genai import batches as gbatches
+        from google.genai import types
+
+        dest = job.dest
+        if dest is None:
+            return []
+        if not dest.file_name:
+            return list(dest.inlined_responses or [])
+        try:
+            data = self._client.files.download(file=dest.file_name)
+        except Exception as e:
+            raise JudgeError(self.scrub(f"batch result download failed: {type(e).__name__}: {e}")) from None
+        out = []
+        for n, raw in enumerate(data.splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+                if obj.get("error") is None and obj.get("status") is not None:
+                    obj["error"] = obj["status"]
+                item = types.InlinedResponse._from_response(
+                    response=gbatches._InlinedResponse_from_mldev(obj), kwargs={}
+                )
+            except Exception as e:
+                raise JudgeError(
+                    self.scrub(f"batch {name}: unreadable result line {n}: {type(e).__name__}: {e}")
+                ) from None
+            item.metadata = _meta_from_key(obj.get("key"))
+            out.append(item)
+        return out
+
     def collect_batch(self, name: str, requests: Sequence[JudgeRequest] | None = None) -> list[JudgeResult]:
         """Results of a finished job.
 
@@ -329,7 +449,7 @@ class GeminiJudge(BaseJudge):
         state = getattr(job.state, "name", None) or str(job.state)
         if state != "JOB_STATE_SUCCEEDED":
             raise JudgeError(f"batch {name} is {state}, not JOB_STATE_SUCCEEDED")
-        responses = list(job.dest.inlined_responses or []) if job.dest is not None else []
+        responses = self._batch_responses(name, job)
         by_id = {r.trace_id: r for r in requests} if requests is not None else {}
         grouped: dict[str, dict[int, WindowOutcome]] = {}
         expected: dict[str, int] = {}

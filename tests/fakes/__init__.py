@@ -23,6 +23,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""
 
 
 @dataclass
@@ -90,7 +91,9 @@ class FakeServer:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
-                rec = Recorded(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                rec = Recorded(
+                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw
+                )
                 with owner._lock:
                     owner.requests.append(rec)
                 if owner.delay_s:
