@@ -9,25 +9,39 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
-from tasks.stages import aggregate_task, efficiency_task, ingest_teacher_task, judge_task, quality_task
+from tasks.stages import (
+    aggregate_task,
+    efficiency_task,
+    generate_task,
+    ingest_teacher_task,
+    judge_task,
+    quality_task,
+)
 
 
 @flow(name="benchmark")
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
-    """The full DAG: ingest -> efficiency -> transfer (subflow, one task per shard) -> judge ->
-    quality -> aggregate. Stage tasks are called directly (a subflow per stage costs ~1 s of
+    """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) ->
+    efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. Stage tasks are called directly (a subflow per stage costs ~1 s of
     bookkeeping each, which a fully cached rerun would feel).
 
-    `teachers` restricts ingest and transfer to those teachers (the per-teacher deployments); the
-    other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
+    `teachers` restricts ingest/generate and transfer to those teachers (the per-teacher
+    deployments); the other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
     """
     t0 = time.perf_counter()
     s, dbp, outp = load_run(spec, db, out)
     summary: dict[str, Any] = {"spec": str(spec), "db": dbp, "out": outp}
     with driver_session():
-        ing = [ingest_teacher_task(dbp, t) for t in selected_teachers(s, teachers)]
-        summary["new_traces"] = sum(r.new_traces for r in ing)
+        chosen = selected_teachers(s, teachers)
+        for t in chosen:  # a missing problems file fails the run before any model loads
+            if t.generate is not None:
+                t.generate.jobs(s.datasets, t.name)
+        gen_task = generate_task.with_options(retries=s.execution.retries)
+        ing = [ingest_teacher_task(dbp, t) for t in chosen if t.generate is None]
+        gen = [gen_task(dbp, t, s.datasets) for t in chosen if t.generate is not None]
+        summary["new_traces"] = sum(r.new_traces for r in ing) + sum(r.new_traces for r in gen)
+        summary["generated_traces"] = sum(r.generated for r in gen)
         summary["efficiency"] = efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)
         tr: dict[str, Any] = {"rollouts_total": 0, "rollouts_cached": 0, "rollouts_generated": 0, "engines_loaded": 0}
         if s.transfer.enabled:

@@ -11,7 +11,8 @@ from tasks.stages import ingest_teacher_task
 
 @flow(name="ingest")
 def ingest(spec: str, db: str | None = None, teachers: list[str] | None = None) -> list[dict[str, Any]]:
-    """Ingest each selected teacher's trace files (one task per teacher)."""
+    """Ingest each selected teacher's trace files (one task per teacher); teachers with `generate:`
+    are skipped (the `generate` flow stores theirs)."""
     s, dbp, _ = load_run(spec, db)
     with driver_session():
-        return [asdict(ingest_teacher_task(dbp, t)) for t in selected_teachers(s, teachers)]
+        return [asdict(ingest_teacher_task(dbp, t)) for t in selected_teachers(s, teachers) if t.generate is None]

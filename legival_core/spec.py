@@ -70,20 +70,79 @@ def _check_name(v: str, what: str) -> str:
     return v
 
 
-class Generation(_Strict):
-    """Teacher trace generation (a later issue): the shape is validated now, running it is refused."""
+GenerationBackend = Literal["embedded", "vllm", "openai", "scripted-demo"]
+"""`scripted-demo` is the deterministic test backend registered by `tasks.scripted_students`."""
 
-    backend: Literal["embedded", "vllm", "openai"]
+
+def _canonical_dataset(name: str) -> str:
+    from legival_core.registry import UnknownName, canonical_name
+
+    try:
+        return canonical_name("dataset", name)
+    except UnknownName as e:
+        raise ValueError(str(e)) from None
+
+
+class Generation(_Strict):
+    """Teacher trace generation (`legival generate --spec`, `legival run`): greedy decoding by
+    `backend` with `model`, on the problems of `problems` (one dataset file, or {dataset: FILE})."""
+
+    backend: GenerationBackend
     model: str = Field(min_length=1)
-    datasets: list[str] | None = None
-    problems: Path | None = None
+    config: str | None = Field(default=None, description="model config: a configs/models stem or a YAML path")
+    datasets: list[str] | None = Field(default=None, description="default: the keys of `problems`, else the spec's")
+    problems: Path | dict[str, Path] | None = None
+    format: str | None = Field(default=None, description="loader format when the dataset has several")
     limit: int | None = Field(default=None, ge=1)
     max_new_tokens: int = Field(default=4096, ge=1)
+    batch_size: int = Field(default=8, ge=1)
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server (backend openai)")
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("datasets")
+    @classmethod
+    def _datasets(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else [_canonical_dataset(d) for d in v]
 
     @field_validator("problems")
     @classmethod
-    def _path(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        return None if v is None else _resolve(v, info)
+    def _path(cls, v: Path | dict[str, Path] | None, info: ValidationInfo) -> Path | dict[str, Path] | None:
+        if v is None:
+            return None
+        out: Path | dict[str, Path] = (
+            {_canonical_dataset(k): _resolve(p, info) for k, p in v.items()} if isinstance(v, dict) else _resolve(v, info)
+        )
+        if (info.context or {}).get("check_files", True):
+            missing = [str(p) for p in (out.values() if isinstance(out, dict) else [out]) if not p.is_file()]
+            if missing:
+                raise ValueError(f"problems file(s) not found: {', '.join(missing)}")
+        return out
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Generation:
+        if isinstance(self.problems, dict) and self.datasets is not None:
+            lacking = [d for d in self.datasets if d not in self.problems]
+            if lacking:
+                raise ValueError(f"no `problems` file for dataset(s) {', '.join(lacking)}; "
+                                 "give `problems: {DATASET: FILE, ...}` for each of `datasets`")
+        if isinstance(self.problems, Path) and self.datasets is not None and len(self.datasets) != 1:
+            raise ValueError("one `problems` file serves one dataset; for several, give "
+                             "`problems: {DATASET: FILE, ...}`")
+        return self
+
+    def jobs(self, spec_datasets: list[str], teacher: str) -> list[tuple[str, Path]]:
+        """(dataset, problems file) pairs to generate; SpecError when a file is missing."""
+        datasets = self.datasets or (list(self.problems) if isinstance(self.problems, dict) else list(spec_datasets))
+        if self.problems is None:
+            raise SpecError(f"teacher {teacher!r}: generation needs `generate.problems` (the dataset file in its "
+                            "public format, e.g. GSM8K test.jsonl, or {DATASET: FILE, ...})")
+        if isinstance(self.problems, Path):
+            if len(datasets) != 1:
+                raise SpecError(f"teacher {teacher!r}: one `generate.problems` file serves one dataset, but the "
+                                f"datasets are {', '.join(datasets)}; set `generate.datasets: [NAME]` or give "
+                                "`problems: {DATASET: FILE, ...}`")
+            return [(datasets[0], self.problems)]
+        return [(d, self.problems[d]) for d in datasets]
 
 
 class Teacher(_Strict):
@@ -251,7 +310,30 @@ class BenchmarkSpec(_Strict):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"duplicate {what} name(s): {', '.join(dup)}")
+        for t in self.teachers:
+            g = t.generate
+            if g is None or g.problems is None:
+                continue
+            try:
+                jobs = g.jobs(self.datasets, t.name)
+            except SpecError as e:
+                raise ValueError(str(e)) from None
+            outside = [d for d, _ in jobs if d not in self.datasets]
+            if outside:
+                raise ValueError(f"teacher {t.name!r} generates on {', '.join(outside)}, which is not in "
+                                 f"`datasets` ({', '.join(self.datasets)})")
         return self
+
+    def generating_teachers(self, names: list[str] | None = None) -> list[Teacher]:
+        """The teachers with `generate` (of `names`, when given); SpecError for a named teacher without it."""
+        if not names:
+            return [t for t in self.teachers if t.generate is not None]
+        chosen = [self.teacher(n) for n in names]
+        plain = [t.name for t in chosen if t.generate is None]
+        if plain:
+            raise SpecError(f"teacher(s) {', '.join(plain)} have trace files, not `generate`; "
+                            "`legival ingest`/`legival run` stores them")
+        return chosen
 
     def teacher(self, name: str) -> Teacher:
         for t in self.teachers:

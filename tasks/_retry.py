@@ -13,3 +13,26 @@ def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
     except Exception as e:  # the result itself could not be read: do not loop on it
         exc = e
     return isinstance(exc, BaseException) and is_transient(exc)
+
+
+def is_transient_generation(e: BaseException) -> bool:
+    """Also a teacher endpoint that drops the connection or answers 408/409/429/5xx (after the
+    engine's own retries)."""
+    if is_transient(e):
+        return True
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - httpx is a dependency
+        return False
+    if isinstance(e, httpx.TransportError):
+        return True
+    return isinstance(e, httpx.HTTPStatusError) and (
+        e.response.status_code >= 500 or e.response.status_code in (408, 409, 429))
+
+
+def retry_generation(task: Any, task_run: Any, state: Any) -> bool:
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception as e:
+        exc = e
+    return isinstance(exc, BaseException) and is_transient_generation(exc)

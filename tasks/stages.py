@@ -1,4 +1,4 @@
-"""Per-stage Prefect tasks: ingest (one per teacher), efficiency, judge, quality, aggregate.
+"""Per-stage Prefect tasks: ingest and generate (one per teacher), efficiency, judge, quality, aggregate.
 
 Each is a thin wrapper around one `legival_core` stage that computes only what the store lacks.
 `cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
@@ -18,12 +18,12 @@ from prefect.cache_policies import NO_CACHE
 
 from legival_core.spec import Judge, Teacher
 from tasks._driver import locked_store
-from tasks._retry import retry_transient
+from tasks._retry import retry_generation, retry_transient
 from tasks.progress import BOARD
 
 
-class GenerationNotAvailable(RuntimeError):
-    """A spec teacher asks for trace generation, which this version cannot run yet."""
+class GeneratingTeacher(RuntimeError):
+    """A teacher with `generate:` given to ingest: its traces come from `generate_task`."""
 
 
 @dataclass(slots=True)
@@ -45,9 +45,9 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
     from legival_core.ingest import ingest_file
 
     if teacher.generate is not None:
-        raise GenerationNotAvailable(
-            f"teacher {teacher.name!r} asks for generation ({teacher.generate.backend}, {teacher.generate.model}); "
-            "trace generation is not available in `legival run` yet: give `traces: [FILE, ...]` instead"
+        raise GeneratingTeacher(
+            f"teacher {teacher.name!r} generates its traces ({teacher.generate.backend}, {teacher.generate.model}); "
+            "it has no trace files to ingest: run `legival generate --spec` or `legival run`"
         )
     r = IngestResult(teacher.name)
     for path in teacher.traces:
@@ -60,6 +60,64 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
         r.new_traces += s.new_traces
         r.already_stored += s.already_stored
     BOARD.event("ingest", teacher=teacher.name, new_traces=r.new_traces)
+    return r
+
+
+@dataclass(slots=True)
+class GenerateResult:
+    teacher: str
+    datasets: list[dict[str, Any]] = field(default_factory=list)
+    generated: int = 0
+    cached: int = 0
+    new_traces: int = 0
+    already_stored: int = 0
+
+
+@task(name="generate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10,
+      retry_condition_fn=retry_generation, task_run_name="generate {teacher.name}")
+def generate_task(db: str, teacher: Teacher, datasets: list[str]) -> GenerateResult:
+    return generate_teacher(db, teacher, datasets)
+
+
+def generate_teacher(db: str, teacher: Teacher, datasets: list[str]) -> GenerateResult:
+    """Generate a teacher's traces on the driver (the only DuckDB writer) with `run_generate`: one
+    engine per teacher for all its datasets (the model loads on first use: prompts are rendered by
+    its chat template). A retry resumes: raw generations are cached per batch, and a rerun generates
+    nothing. `datasets` are the spec's (`generate.datasets` defaults to them)."""
+    import tasks.scripted_students  # noqa: F401  (registers the `scripted-demo` test backend)
+    from legival_core.datasets.base import get_dataset
+    from legival_core.generation.config import load_model_config
+    from legival_core.generation.engines import make_teacher_engine
+    from legival_core.stages.generate import run_generate
+
+    g = teacher.generate
+    if g is None:
+        raise ValueError(f"teacher {teacher.name!r} has trace files, not `generate`")
+    jobs = g.jobs(datasets, teacher.name)
+    cfg = load_model_config(g.config, g.model)
+    engine = make_teacher_engine(g.backend, g.model, cfg.chat_template_kwargs, cfg.tokenizer, g.backend_options,
+                                 g.base_url)
+    r = GenerateResult(teacher.name)
+    try:
+        for dataset, path in jobs:
+            spec = get_dataset(dataset)
+            items = list(spec.load(path, g.format))[: g.limit]
+
+            def progress(done: int, total: int, dataset: str = spec.name) -> None:
+                BOARD.event("generate", teacher=teacher.name, dataset=dataset, done=done, total=total)
+
+            with locked_store(db) as store:
+                s = run_generate(store, engine, teacher.name, spec.name, items, cfg, g.max_new_tokens,
+                                 g.batch_size, progress=progress)
+            d = s.as_dict()
+            d["problems_file"] = str(path)
+            r.datasets.append(d)
+            r.generated += s.generated
+            r.cached += s.cached
+            r.new_traces += s.new_traces
+            r.already_stored += s.already_stored
+    finally:
+        engine.close()
     return r
 
 

@@ -162,3 +162,22 @@ def test_cached_path_equals_naive_and_accounts_tokens(backend: EmbeddedBackend) 
         assert done.finish_reason == "rule" and len(done.text) >= (1 if rid == "solo" else 5)
     assert {by_id[r].finish_reason for r in ("k0", "k1", "k2")} <= {"length", "stop"}
     assert by_id["k0"].completion_tokens <= 8
+
+
+@pytest.mark.slow
+def test_repetition_penalty_cached_equals_naive_and_changes_output(backend: EmbeddedBackend) -> None:
+    repetitive = _prompt(backend, STEPS[0])  # 1.0 goes on to repeat the step; 1.1 does not
+    shorter = _prompt(backend, "")
+    reqs = [
+        GenerationRequest("long", repetitive, 16, "rep", None, 1.1),
+        GenerationRequest("short", shorter, 16, "rep", None, 1.1),  # served from the long prefill
+        GenerationRequest("plain", repetitive, 16, "plain", None),  # 1.0 in the same decode batch
+    ]
+    cached = backend.generate(reqs)
+    naive = backend.generate_naive(reqs)
+    for a, b in zip(cached, naive, strict=True):
+        assert (a.text, a.finish_reason, a.completion_tokens) == (b.text, b.finish_reason, b.completion_tokens)
+    by_id = {c.request_id: c for c in cached}
+    assert by_id["short"].prefill_cached > 0
+    assert by_id["long"].text != by_id["plain"].text
+    assert by_id["plain"] == backend.generate([reqs[2]])[0]  # 1.0 unaffected by penalized batch mates

@@ -200,3 +200,28 @@ def test_transfer_stage_on_real_traces(client: OpenAICompatBackend, tmp_path) ->
     rows, _ = _transfer_rows(client, tmp_path, "openai")
     offline, _ = _transfer_rows(shared_vllm_backend(), tmp_path, "offline")
     assert rows == offline
+
+
+def test_repetition_penalty_is_sent_only_when_set() -> None:
+    """No server: the request bodies are captured by an httpx mock transport."""
+    import json
+
+    import httpx
+
+    bodies: list[dict[str, object]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        usage = {"prompt_tokens": 1, "completion_tokens": 1}
+        return httpx.Response(200, json={"choices": [{"text": "x", "finish_reason": "length"}], "usage": usage})
+
+    backend = OpenAICompatBackend("http://mock", SERVED_NAME, context_length=1024)
+    backend._client.close()
+    backend._client = httpx.Client(transport=httpx.MockTransport(answer))
+    try:
+        backend.generate([GenerationRequest("plain", "Hello", 1)])
+        backend.generate([GenerationRequest("penalized", "Hello", 1, repetition_penalty=1.1)])
+    finally:
+        backend.close()
+    assert "repetition_penalty" not in bodies[0]
+    assert bodies[1]["repetition_penalty"] == 1.1

@@ -52,6 +52,16 @@ def test_submission_order_groups_by_first_appearance_then_length() -> None:
     assert submission_order(reqs, [5, 9, 2, 1]) == [2, 0, 3, 1]
 
 
+def test_bridge_carries_the_repetition_penalty() -> None:
+    from legival_core.backends.vllm_worker import request_from_json
+
+    r = GenerationRequest("r", "p", 4, "g", StopRuleSpec("boxed"), 1.1)
+    assert request_from_json(request_to_json(r)) == r
+    old = request_to_json(GenerationRequest("r", "p", 4))
+    del old["repetition_penalty"]
+    assert request_from_json(old).repetition_penalty == 1.0
+
+
 def test_bridge_needs_named_stop_rules() -> None:
     with pytest.raises(TypeError, match="named stop rule"):
         request_to_json(GenerationRequest("r", "p", 4, stop_rule=lambda text: True))
@@ -186,3 +196,29 @@ def test_transfer_stage_on_real_traces_matches_embedded(tmp_path) -> None:  # ty
     finally:
         embedded.close()
     assert vllm_rows == emb_rows
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_repetition_penalty_reaches_the_engine(backend: TextBackend) -> None:
+    """1.1 changes the greedy continuation (1.0 repeats the step), and equals the embedded backend's."""
+    from legival_core.backends.embedded import EmbeddedBackend
+
+    messages = [
+        ChatMessage("system", "Solve the problem. Put the final answer in \\boxed{}."),
+        ChatMessage("user", "Tom has 3 boxes with 4 apples each. He eats 2 apples. How many apples are left?"),
+        ChatMessage("assistant", "There are 3 boxes of 4 apples."),
+    ]
+    prompt = backend.render_chat(messages, continue_final_message=True)
+    requests = [
+        GenerationRequest("plain", prompt, 16),
+        GenerationRequest("penalized", prompt, 16, repetition_penalty=1.1),
+    ]
+    plain, penalized = backend.generate(requests)
+    assert penalized.text != plain.text
+    embedded = EmbeddedBackend(dtype="float32")
+    try:
+        expected = embedded.generate(requests)
+    finally:
+        embedded.close()
+    assert [c.text for c in expected] == [plain.text, penalized.text]

@@ -94,12 +94,12 @@ def test_stage_flows_standalone(tmp_path: Path) -> None:
     assert "teacher_dataset_metrics.csv" in out["files"]
 
 
-def test_generation_teacher_fails_clearly(tmp_path: Path) -> None:
+def test_generating_teacher_is_not_ingested(tmp_path: Path) -> None:
     from legival_core.spec import Teacher
-    from tasks.stages import GenerationNotAvailable, ingest_teacher
+    from tasks.stages import GeneratingTeacher, ingest_teacher
 
     t = Teacher(name="g", generate={"backend": "vllm", "model": "Qwen/Qwen3-4B"})  # type: ignore[arg-type]
-    with pytest.raises(GenerationNotAvailable, match="not available"):
+    with pytest.raises(GeneratingTeacher, match="legival generate --spec"):
         ingest_teacher(str(tmp_path / "s.duckdb"), t)
     from tasks._driver import close_stores
 

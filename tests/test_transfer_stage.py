@@ -105,6 +105,16 @@ def test_preprint_profile_depths_and_prefixes(loaded: Store) -> None:
     assert ks["k"].to_list() == [0, 3, 6]  # range(0, 7, 3) plus m-1 = 6; never m
     k3 = [r for r in backend.calls if r.request_id.endswith(":3")][0]
     assert "She eats 3.\nShe bakes with 4." in k3.prompt  # sentences re-joined with newlines
+    # the released code decodes with repetition penalty 1.1, in both passes
+    assert backend.calls and any(r.request_id.endswith(":forced") for r in backend.calls)
+    assert {r.repetition_penalty for r in backend.calls} == {1.1}
+
+
+def test_spec_profile_requests_carry_no_repetition_penalty(loaded: Store) -> None:
+    backend = ScriptedBackend(script)
+    run_transfer(loaded, backend, StudentConfig(backend="scripted", model="scripted-1", max_new_tokens=50))
+    assert any(r.request_id.endswith(":forced") for r in backend.calls)
+    assert {r.repetition_penalty for r in backend.calls} == {1.0}
 
 
 @pytest.mark.slow

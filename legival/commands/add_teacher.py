@@ -18,7 +18,7 @@ from legival.console import emit_summary, err_console, fail, out_console
 def add_teacher(
     name: Annotated[str, typer.Argument(help="Teacher name (as stored and reported).")],
     traces: Annotated[list[Path] | None, typer.Option("--traces", help="Trace file(s) to ingest (repeatable).")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model id to generate traces with (later issue).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model id to generate traces with.")] = None,
     backend: Annotated[str, typer.Option(help="With --model: embedded | vllm | openai.")] = "vllm",
     select: Annotated[str | None, typer.Option(help="With --traces: keep only records whose `model` field is this.")] = None,
     spec: Annotated[Path, typer.Option("--spec", help="Benchmark spec to edit.")] = Path("examples/demo.yaml"),
@@ -61,8 +61,8 @@ def add_teacher(
     dep = deployment_name(name)
     out_console.print(f"added teacher {name} to {spec}; deployment {dep} in {written}", markup=False, highlight=False)
     if model is not None:
-        err_console.print("note: trace generation is not available in `legival run` yet; this teacher will "
-                          "fail its ingest until it is", markup=False, highlight=False)
+        err_console.print("note: add `problems: FILE` (the dataset file) under this teacher's `generate:` "
+                          "before `legival run` or `legival generate --spec`", markup=False, highlight=False)
     deployed = False
     if deploy:
         cmd = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--prefect-file", str(written), "--name", dep]

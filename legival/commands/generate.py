@@ -9,16 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import DbOption, app, open_store
+from legival.app import app, open_store
 from legival.console import emit_summary, fail, progress_bar
 
 
 @app.command()
 def generate(
-    db: DbOption,
-    teacher: Annotated[str, typer.Option(help="Teacher name the traces are stored under.")],
-    dataset: Annotated[str, typer.Option(help="Dataset name (gsm8k, math, gpqa, connections, lsat).")],
-    problems: Annotated[Path, typer.Option(help="Dataset file in its public format (e.g. GSM8K test.jsonl).")],
+    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (with --spec: overrides the spec's `store`).")] = None,
+    spec_file: Annotated[Path | None, typer.Option(
+        "--spec", help="Benchmark spec: generate for its teachers with `generate:` (the flow `generate`).")] = None,
+    teacher: Annotated[str | None, typer.Option(
+        help="Teacher name the traces are stored under (with --spec: only this spec teacher).")] = None,
+    dataset: Annotated[str | None, typer.Option(help="Dataset name (gsm8k, math, gpqa, connections, lsat).")] = None,
+    problems: Annotated[Path | None, typer.Option(help="Dataset file in its public format (e.g. GSM8K test.jsonl).")] = None,
     backend: Annotated[str, typer.Option(help="embedded | vllm | openai (chat endpoint).")] = "embedded",
     model: Annotated[str | None, typer.Option(help="Model id or local path (default: the embedded SmolLM2).")] = None,
     config: Annotated[str | None, typer.Option(help="Model config: a configs/models stem or a YAML path.")] = None,
@@ -29,7 +32,18 @@ def generate(
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (backend openai).")] = None,
     backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = "{}",
 ) -> None:
-    """Generate teacher traces; a rerun generates nothing (cached by model, prompt, decoding, problem)."""
+    """Generate teacher traces; a rerun generates nothing (cached by model, prompt, decoding, problem).
+
+    Either `--spec SPEC.yaml [--teacher NAME]` (the spec's generating teachers, through the Prefect
+    flow `generate`) or `--db --teacher --dataset --problems [--backend --model ...]` for one teacher."""
+    if spec_file is not None:
+        _from_spec(spec_file, db, teacher)
+        return
+    missing = [f"--{n}" for n, v in (("db", db), ("teacher", teacher), ("dataset", dataset), ("problems", problems))
+               if v is None]
+    if missing:
+        fail(f"give --spec SPEC.yaml, or {', '.join(missing)} (with --backend/--model)")
+    assert db is not None and teacher is not None and dataset is not None and problems is not None
     from legival_core.datasets.base import get_dataset
     from legival_core.generation.config import load_model_config
     from legival_core.registry import UnknownName
@@ -60,23 +74,50 @@ def generate(
                   "wall_s": round(time.perf_counter() - t0, 3)})
 
 
-def _engine(backend: str, model: str | None, cfg: Any, options: dict[str, Any], base_url: str | None) -> Any:
+def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:
     import os
 
-    from legival_core.backends.lazy import LazyBackend
-    from legival_core.generation.engines import BackendEngine, ChatEndpointEngine
-    from legival_core.registry import get
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    from legival_core.spec import SpecError, load_spec
+    from legival_core.store import Store, StoreLocked
 
-    if backend == "openai":
-        url = base_url or os.environ.get("LEGIVAL_OPENAI_BASE_URL")
-        if not url:
-            fail("--backend openai needs --base-url (or LEGIVAL_OPENAI_BASE_URL)")
-        return ChatEndpointEngine(str(url), model or cfg.model, chat_template_kwargs=cfg.chat_template_kwargs,
-                                  **options)
-    if backend not in ("embedded", "vllm"):
+    t0 = time.perf_counter()
+    names = [teacher] if teacher else None
+    try:
+        s = load_spec(spec_file)
+        for t in s.generating_teachers(names):
+            assert t.generate is not None
+            t.generate.jobs(s.datasets, t.name)
+    except SpecError as e:
+        fail(str(e))
+    db_path = (db or s.store).resolve()
+    try:
+        Store(db_path).close()
+    except StoreLocked as e:
+        fail(str(e))
+
+    from flows.generate import generate as generate_flow
+
+    try:
+        results = generate_flow(spec=str(spec_file.resolve()), db=str(db_path), teachers=names)
+    except Exception as e:  # the flow failed: one readable line, the traceback is in Prefect's log
+        fail(f"generate failed: {type(e).__name__}: {e}")
+    emit_summary({"command": "generate", "spec": str(spec_file), "db": str(db_path), "teachers": len(results),
+                  "generated": sum(r["generated"] for r in results),
+                  "new_traces": sum(r["new_traces"] for r in results),
+                  "cached": sum(r["cached"] for r in results),
+                  "runs": [d for r in results for d in r["datasets"]],
+                  "wall_s": round(time.perf_counter() - t0, 3)})
+
+
+def _engine(backend: str, model: str | None, cfg: Any, options: dict[str, Any], base_url: str | None) -> Any:
+    from legival_core.generation.engines import make_teacher_engine
+
+    if backend not in ("embedded", "vllm", "openai"):
         fail(f"--backend must be embedded, vllm or openai, not {backend!r}")
-    factory = get("backend", backend)
-    if model is not None:
-        options.setdefault("model_dir" if backend == "embedded" else "model", model)
-        options.setdefault("model_id", model)
-    return BackendEngine(LazyBackend(lambda: factory(**options)), cfg.chat_template_kwargs, cfg.tokenizer)
+    try:
+        return make_teacher_engine(backend, model if backend != "openai" else (model or cfg.model),
+                                   cfg.chat_template_kwargs, cfg.tokenizer, options, base_url)
+    except ValueError as e:
+        fail(str(e))

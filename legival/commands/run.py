@@ -23,7 +23,7 @@ def run(
     progress_file: Annotated[Path | None, typer.Option(
         "--progress-file", help="Append JSON progress lines here (readable while the store is locked).")] = None,
 ) -> None:
-    """Run the benchmark spec: ingest, efficiency, transfer on Ray, judge, quality, reports."""
+    """Run the benchmark spec: ingest or generate teacher traces, efficiency, transfer on Ray, judge, quality, reports."""
     t0 = time.perf_counter()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -32,6 +32,9 @@ def run(
 
     try:
         s = load_spec(spec)
+        for t in s.teachers if not teacher else [s.teacher(n) for n in teacher]:
+            if t.generate is not None:
+                t.generate.jobs(s.datasets, t.name)
     except SpecError as e:
         fail(str(e))
     db_path = (db or s.store).resolve()

@@ -28,13 +28,16 @@ class ChatMessage:
 @dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """One prompt to continue. `group` names requests that share a prefix (e.g. the trace id);
-    backends use it for prefix-cache locality and process a group's requests in the given order."""
+    backends use it for prefix-cache locality and process a group's requests in the given order.
+    `repetition_penalty` has HF/vLLM semantics: the logit of every token id already in the prompt or
+    the generated text is divided by it when positive, multiplied when negative; 1.0 is off."""
 
     request_id: str
     prompt: str
     max_new_tokens: int
     group: str = ""
     stop_rule: StopRule | None = None
+    repetition_penalty: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,10 @@ to `max_batch`. Outputs equal the naive one-request-at-a-time loop (`generate_na
 differs between batch and prefill shapes enough to change greedy continuations (7 of 16 rollouts of
 the first benchmark trace), and it is also slower on these CPUs (no fast bf16 matmul: naive decode
 3.5 vs 7.4 tokens/s), so float32 is the default.
+
+A request's `repetition_penalty` other than 1.0 is applied before every greedy choice with the
+semantics of transformers' `RepetitionPenaltyLogitsProcessor` (over the row's prompt ids and the
+tokens generated so far, on float32 scores); with 1.0 the logits go straight to argmax.
 """
 
 from __future__ import annotations
@@ -175,7 +179,7 @@ class EmbeddedBackend:
                 cache = DynamicCache()
                 ids = torch.tensor([row.prompt_ids])
                 out = self._model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-                token = int(out.logits[0, -1].argmax())
+                token = self._pick(out.logits[0, -1], row)
                 while not self._push(row, token):
                     out = self._model(
                         input_ids=torch.tensor([[token]]),
@@ -183,7 +187,7 @@ class EmbeddedBackend:
                         use_cache=True,
                         logits_to_keep=1,
                     )
-                    token = int(out.logits[0, -1].argmax())
+                    token = self._pick(out.logits[0, -1], row)
         return [row.completion() for row in rows]
 
     # ---- internals ---------------------------------------------------------------------------
@@ -203,6 +207,13 @@ class EmbeddedBackend:
             else:
                 pending.append(row)
         return rows, pending
+
+    def _pick(self, logits: torch.Tensor, row: _Row) -> int:
+        """The greedy next token from one row's next-token logits (1-D), after its repetition penalty."""
+        penalty = row.request.repetition_penalty
+        if penalty == 1.0:
+            return int(logits.argmax())
+        return int(_penalized(self._torch, logits, row.prompt_ids + row.generated, penalty).argmax())
 
     def _push(self, row: _Row, token: int) -> bool:
         """Append one generated token; True when the row is finished. Shared by both paths so
@@ -240,14 +251,20 @@ class EmbeddedBackend:
             use_cache=True,
             logits_to_keep=torch.tensor(positions),
         )
-        first_at = dict(zip(positions, out.logits[0].argmax(-1).tolist(), strict=True))
+        logits = out.logits[0]
+        first_at = dict(zip(positions, logits.argmax(-1).tolist(), strict=True))
         kv = _layer_kv(cache)
         root.prefill_computed = root.prompt_len
         ready: list[_Row] = []
         for row in [root, *full]:
             if row is not root:
                 row.prefill_cached = row.prompt_len
-            if not self._push(row, first_at[row.prompt_len - 1]):
+            at = row.prompt_len - 1
+            if row.request.repetition_penalty == 1.0:
+                token = first_at[at]
+            else:
+                token = self._pick(logits[positions.index(at)], row)
+            if not self._push(row, token):
                 row.kv = _crop(kv, row.prompt_len)
                 ready.append(row)
         for row, c in partial:
@@ -261,7 +278,7 @@ class EmbeddedBackend:
                 use_cache=True,
                 logits_to_keep=1,
             )
-            if not self._push(row, int(out.logits[0, -1].argmax())):
+            if not self._push(row, self._pick(out.logits[0, -1], row)):
                 row.kv = _layer_kv(sub)
                 ready.append(row)
         return ready
@@ -288,6 +305,7 @@ class EmbeddedBackend:
         for i, n in enumerate(lens):
             mask[i, max(lens) - n : max(lens)] = 1
         live = list(range(len(batch)))
+        penalized = any(row.request.repetition_penalty != 1.0 for row in batch)
         pos = torch.tensor(lens)
         while live:
             width = cache.get_seq_length()
@@ -300,7 +318,10 @@ class EmbeddedBackend:
                 use_cache=True,
             )
             pos += 1
-            nxt = out.logits[:, -1].argmax(-1).tolist()
+            if penalized:
+                nxt = [self._pick(out.logits[j, -1], batch[i]) for j, i in enumerate(live)]
+            else:
+                nxt = out.logits[:, -1].argmax(-1).tolist()
             keep = [j for j, i in enumerate(live) if not self._push(batch[i], nxt[j])]
             if len(keep) == len(live):
                 continue
@@ -313,6 +334,16 @@ class EmbeddedBackend:
             cache.select(idx, left)
             mask = mask[idx, left:].contiguous()
             pos = pos[idx]
+
+
+def _penalized(torch: Any, logits: torch.Tensor, ids: list[int], penalty: float) -> torch.Tensor:
+    """transformers' `RepetitionPenaltyLogitsProcessor` on one row: float32 scores where every id in
+    `ids` has its score divided by `penalty` if positive, multiplied if negative (a copy)."""
+    scores = logits.to(dtype=torch.float32, copy=True)
+    index = torch.tensor(ids, dtype=torch.long)
+    seen = scores.gather(0, index)
+    scores.scatter_(0, index, torch.where(seen < 0, seen * penalty, seen / penalty))
+    return scores
 
 
 def _groups(rows: list[_Row]) -> Iterator[list[_Row]]:

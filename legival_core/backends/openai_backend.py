@@ -5,7 +5,8 @@ assistant message (prefix(k), SPEC section 4), which chat endpoints would close.
 rendered here with the model's chat template from a local tokenizer directory, so `render_chat` and
 `count_tokens` never touch the network. Decoding is greedy; token counts come from the server's
 `usage`, the prefix-cache hit from `usage.prompt_tokens_details.cached_tokens` where the server
-reports it (vLLM: `--enable-prompt-tokens-details`), else 0.
+reports it (vLLM: `--enable-prompt-tokens-details`), else 0. A request's `repetition_penalty` other
+than 1.0 is sent as the vLLM/SGLang extra parameter of that name (plain OpenAI servers reject it).
 
 Stop rules are applied after the fact, like the vLLM backend: the continuation is cut at the first
 token boundary where the rule holds. With `vllm_extensions=True` the server returns the generated
@@ -157,6 +158,8 @@ class OpenAICompatBackend:
         }
         if self.seed is not None:
             payload["seed"] = self.seed
+        if request.repetition_penalty != 1.0:  # not in the OpenAI API; vLLM's server takes it as an extra
+            payload["repetition_penalty"] = request.repetition_penalty
         if self.vllm_extensions:
             payload |= {"return_token_ids": True, "add_special_tokens": False, "skip_special_tokens": True}
         data = self._request("POST", "/completions", payload)

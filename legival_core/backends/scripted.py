@@ -1,7 +1,8 @@
 """A deterministic backend for fast tests of the transfer pipeline: the continuation is a function
 of the rendered prompt. It keeps the real interface (ChatML rendering with continue_final_message,
 stop rules applied per token, overflow, prefix-cache accounting by shared whitespace tokens), so the
-pipeline code under test is exactly the production code."""
+pipeline code under test is exactly the production code. A request's `repetition_penalty` is
+recorded in `calls` and otherwise ignored."""
 
 from __future__ import annotations
 

@@ -183,7 +183,14 @@ class VllmBackend:
             max_tokens = max(1, min(requests[i].max_new_tokens, self.context_length - len(ids)))
             submitted.append(i)
             prompts.append(TokensPrompt(prompt_token_ids=ids))
-            params.append(SamplingParams(temperature=0.0, max_tokens=max_tokens, skip_special_tokens=True))
+            params.append(
+                SamplingParams(
+                    temperature=0.0,
+                    max_tokens=max_tokens,
+                    skip_special_tokens=True,
+                    repetition_penalty=requests[i].repetition_penalty,
+                )
+            )
         if prompts:
             outputs = self._llm.generate(prompts, params, use_tqdm=False)
             for i, out in zip(submitted, outputs, strict=True):

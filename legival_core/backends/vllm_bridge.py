@@ -60,6 +60,7 @@ def request_to_json(r: GenerationRequest) -> dict[str, Any]:
         "max_new_tokens": r.max_new_tokens,
         "group": r.group,
         "stop_rule": r.stop_rule.to_json() if r.stop_rule is not None else None,
+        "repetition_penalty": r.repetition_penalty,
     }
 
 

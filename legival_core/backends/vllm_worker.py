@@ -35,6 +35,7 @@ def request_from_json(obj: dict[str, Any]) -> GenerationRequest:
         max_new_tokens=int(obj["max_new_tokens"]),
         group=str(obj.get("group", "")),
         stop_rule=StopRuleSpec.from_json(rule) if rule else None,
+        repetition_penalty=float(obj.get("repetition_penalty", 1.0)),
     )
 
 

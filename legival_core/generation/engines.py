@@ -158,3 +158,30 @@ class ChatEndpointEngine:
 
     def close(self) -> None:
         self._client.close()
+
+
+def make_teacher_engine(backend: str, model: str | None, chat_template_kwargs: dict[str, Any],
+                        tokenizer: str | None, options: dict[str, Any] | None = None,
+                        base_url: str | None = None) -> TeacherEngine:
+    """The engine for `backend` (embedded | vllm | openai | any registered `TextBackend`, e.g. the
+    test backend `scripted-demo`); raises ValueError for what the caller must fix. The backend
+    model loads lazily, on the first generation."""
+    from legival_core.backends.lazy import LazyBackend
+    from legival_core.registry import UnknownName, get
+
+    options = dict(options or {})
+    if backend == "openai":
+        url = base_url or os.environ.get("LEGIVAL_OPENAI_BASE_URL")
+        if not url:
+            raise ValueError("backend openai needs a base URL (--base-url, `base_url:` or LEGIVAL_OPENAI_BASE_URL)")
+        if not model:
+            raise ValueError("backend openai needs the served model id")
+        return ChatEndpointEngine(str(url), model, chat_template_kwargs=chat_template_kwargs, **options)
+    try:
+        factory = get("backend", backend)
+    except UnknownName as e:
+        raise ValueError(f"unknown generation backend {backend!r}: {e}") from None
+    if model is not None:
+        options.setdefault("model_dir" if backend == "embedded" else "model", model)
+        options.setdefault("model_id", model)
+    return BackendEngine(LazyBackend(lambda: factory(**options)), chat_template_kwargs, tokenizer)

@@ -170,7 +170,8 @@ def rollout_chunk(
             prompt = backend.render_chat(student_messages(spec.system_prompt, t.problem.question, p.prefix), True)
             items.append((t, p, spec, prompt))
             requests.append(GenerationRequest(f"{t.trace_id}:{p.k}", prompt, config.max_new_tokens, t.trace_id,
-                                              StopRuleSpec("first_answer", spec.name)))
+                                              StopRuleSpec("first_answer", spec.name),
+                                              repetition_penalty=config.repetition_penalty))
     first = backend.generate(requests)
     rows: list[dict[str, Any]] = []
     forcing: list[tuple[int, GenerationRequest]] = []
@@ -185,7 +186,8 @@ def rollout_chunk(
             if g.status == "unparsed":
                 forcing.append((i, GenerationRequest(
                     f"{t.trace_id}:{p.k}:forced", prompt + c.text + spec.forcing_text, config.forcing_max_tokens,
-                    t.trace_id, StopRuleSpec("first_answer", spec.name, prefix=spec.forcing_text))))
+                    t.trace_id, StopRuleSpec("first_answer", spec.name, prefix=spec.forcing_text),
+                    repetition_penalty=config.repetition_penalty)))
         rows.append(row)
     if forcing:
         forced = backend.generate([r for _, r in forcing])

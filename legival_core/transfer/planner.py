@@ -6,7 +6,8 @@ Two profiles:
 - `preprint`: the released code's choices (ippolito-cmu/legible_cot_preprint,
   `src/scripts/pedagogical_utility.py`): depths `range(0, m, 3)` plus m-1, never the full trace;
   prefixes re-joined with newlines; the answer read from prefix + continuation with the last-number
-  fallback; repetition penalty 1.1 (backends that support it) and redundancy threshold 0.85.
+  fallback; repetition penalty 1.1 (applied by the embedded, vllm and openai backends) and
+  redundancy threshold 0.85.
   docs/transfer.md sets them side by side.
 """
 
