@@ -27,17 +27,20 @@ sys.path.insert(0, str(REPO))
 
 
 def direct(spec_path: str, db: str, out: str) -> dict[str, int]:
-    """The benchmark's stages called in order, in this process, with one student backend per student."""
+    """The benchmark's stages called in order, in this process, with one student backend per student:
+    the same work as the `benchmark` flow (ingest, efficiency, transfer, judge, quality, reports)."""
     from legival_core.backends.lazy import LazyBackend
     from legival_core.ingest import ingest_file
     from legival_core.reports.build import build_reports
+    from legival_core.reports.extras import stage_teacher_columns
     from legival_core.spec import load_spec
     from legival_core.stages.efficiency import compute_efficiency
-    from legival_core.stages.judge import ensure_lexical
+    from legival_core.stages.judge import ensure_lexical, judge_missing
+    from legival_core.stages.quality import compute_quality
     from legival_core.stages.transfer import run_transfer
     from legival_core.store import Store
     from legival_core.transfer.students import make_student_backend
-    from tasks.stages import _selected
+    from tasks.stages import _selected, make_judge
 
     s = load_spec(spec_path)
     totals = {"rollouts_total": 0, "rollouts_generated": 0}
@@ -56,8 +59,16 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, int]:
                     totals["rollouts_total"] += r.rollouts_total
                     totals["rollouts_generated"] += r.rollouts_generated
             backend.close()
-        ensure_lexical(store)
-        build_reports(store, out, tau=s.efficiency.tau, model=s.efficiency.model)
+        if s.judge.enabled:
+            if s.judge.name == "lexical":
+                ensure_lexical(store)
+            else:
+                judge_missing(store, make_judge(s.judge), limit=s.judge.limit, max_cost_usd=s.judge.max_cost_usd)
+        if s.quality.enabled:
+            compute_quality(store, s.quality.metrics)
+        extra = stage_teacher_columns(store)
+        build_reports(store, out, tau=s.efficiency.tau, model=s.efficiency.model, extra_teacher_columns=extra.frames,
+                      extra_directions=extra.directions)
     return totals
 
 

@@ -84,8 +84,10 @@ def _canonical_dataset(name: str) -> str:
 
 
 class Generation(_Strict):
-    """Teacher trace generation (`legival generate --spec`, `legival run`): greedy decoding by
-    `backend` with `model`, on the problems of `problems` (one dataset file, or {dataset: FILE})."""
+    """Teacher trace generation (`legival generate --spec`, `legival run`) by `backend` with `model`,
+    on the problems of `problems` (one dataset file, or {dataset: FILE}). `decoding: recommended`
+    samples with the model config's temperature/top_p/top_k (seeded per problem from `seed`);
+    `decoding: greedy` decodes greedily."""
 
     backend: GenerationBackend
     model: str = Field(min_length=1)
@@ -96,6 +98,8 @@ class Generation(_Strict):
     limit: int | None = Field(default=None, ge=1)
     max_new_tokens: int = Field(default=4096, ge=1)
     batch_size: int = Field(default=8, ge=1)
+    decoding: Literal["recommended", "greedy"] = "recommended"
+    seed: int = Field(default=0, ge=0, description="base seed of the per-problem sampling seeds")
     base_url: str | None = Field(default=None, description="OpenAI-compatible server (backend openai)")
     backend_options: dict[str, Any] = Field(default_factory=dict)
 

@@ -108,7 +108,7 @@ def generate_teacher(db: str, teacher: Teacher, datasets: list[str]) -> Generate
 
             with locked_store(db) as store:
                 s = run_generate(store, engine, teacher.name, spec.name, items, cfg, g.max_new_tokens,
-                                 g.batch_size, progress=progress)
+                                 g.batch_size, progress=progress, greedy=g.decoding == "greedy", seed=g.seed)
             d = s.as_dict()
             d["problems_file"] = str(path)
             r.datasets.append(d)

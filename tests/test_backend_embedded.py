@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from legival_core.backends import smollm2
-from legival_core.backends.base import ChatMessage, GenerationRequest
+from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling
 from legival_core.backends.embedded import EmbeddedBackend
 
 SYSTEM = "Solve the problem. Put the final answer in \\boxed{}."
@@ -181,3 +181,55 @@ def test_repetition_penalty_cached_equals_naive_and_changes_output(backend: Embe
     assert by_id["short"].prefill_cached > 0
     assert by_id["long"].text != by_id["plain"].text
     assert by_id["plain"] == backend.generate([reqs[2]])[0]  # 1.0 unaffected by penalized batch mates
+
+
+def test_sampling_warpers_on_hand_logits() -> None:
+    """top-k keeps the k best, top-p the smallest set reaching p (HF order and semantics); the draw
+    comes from the given generator, so one seed gives one sequence of tokens."""
+    import torch
+
+    from legival_core.backends.embedded import _sample
+
+    logits = torch.tensor([2.0, 1.0, 0.5, -1.0, -3.0])
+    draws = {_sample(torch, logits.clone(), Sampling(1.0, top_k=2), torch.Generator().manual_seed(s))
+             for s in range(200)}
+    assert draws == {0, 1}
+    # softmax = [.61, .22, .14, .03, .004]: top_p .7 keeps {0, 1}; .5 keeps only 0
+    assert {_sample(torch, logits.clone(), Sampling(1.0, top_p=0.7), torch.Generator().manual_seed(s))
+            for s in range(200)} == {0, 1}
+    assert {_sample(torch, logits.clone(), Sampling(1.0, top_p=0.5), torch.Generator().manual_seed(s))
+            for s in range(50)} == {0}
+    hot = {_sample(torch, logits.clone(), Sampling(50.0), torch.Generator().manual_seed(s)) for s in range(200)}
+    assert hot == {0, 1, 2, 3, 4}  # a high temperature flattens the distribution
+    first = [_sample(torch, logits.clone(), Sampling(5.0), g) for g in [torch.Generator().manual_seed(7)] * 20]
+    again = [_sample(torch, logits.clone(), Sampling(5.0), g) for g in [torch.Generator().manual_seed(7)] * 20]
+    assert first == again
+    with pytest.raises(ValueError, match="temperature"):
+        Sampling(0.0)
+    with pytest.raises(ValueError, match="top_p"):
+        Sampling(1.0, top_p=0.0)
+
+
+@pytest.mark.slow
+def test_seeded_sampling_is_reproducible_and_batch_independent(backend: EmbeddedBackend) -> None:
+    """A teacher's sampled request: cached batched path == naive path, alone == with batch mates,
+    top_k=1 == greedy, and different seeds give different continuations."""
+    prompt = _prompt(backend, "")
+    shorter = _prompt(backend, STEPS[0])
+    seeds = [1, 2, 3, 4]
+    reqs = [GenerationRequest(f"s{s}", prompt, 12, "q", sampling=Sampling(1.3, top_p=0.95, seed=s)) for s in seeds]
+    reqs += [
+        GenerationRequest("greedy", prompt, 12, "q"),
+        GenerationRequest("top1", shorter, 12, "q", sampling=Sampling(0.7, top_k=1, seed=9)),
+        GenerationRequest("greedy-short", shorter, 12, "q"),
+    ]
+    cached = {c.request_id: c for c in backend.generate(reqs)}
+    naive = {c.request_id: c for c in backend.generate_naive(reqs)}
+    for k in cached:
+        got, ref = cached[k], naive[k]
+        assert (got.text, got.finish_reason, got.completion_tokens) == (ref.text, ref.finish_reason, ref.completion_tokens)
+    assert cached["top1"].text == cached["greedy-short"].text
+    assert len({cached[f"s{s}"].text for s in seeds}) >= 3
+    assert any(cached[f"s{s}"].text != cached["greedy"].text for s in seeds)
+    alone = backend.generate([reqs[1]])[0]
+    assert (alone.text, alone.completion_tokens) == (cached["s2"].text, cached["s2"].completion_tokens)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.backends.base import GenerationRequest
+from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling
 from legival_core.backends.openai_backend import OpenAIBackendError, OpenAICompatBackend
 from legival_core.backends.stop_rules import StopRuleSpec, first_complete_boxed_end
 from legival_core.backends.vllm_bridge import default_vllm_python
@@ -135,6 +135,18 @@ def test_matches_the_offline_vllm_backend(client: OpenAICompatBackend) -> None:
         assert (s.completion_tokens, s.finish_reason) == (o.completion_tokens, o.finish_reason)
     assert served[-1].finish_reason == "rule"
     assert first_complete_boxed_end(served[-1].text) is not None
+
+
+def test_seeded_sampling_matches_the_offline_engine(client: OpenAICompatBackend) -> None:
+    """Teacher sampling over HTTP (temperature, top_p, top_k extra, the request's seed) draws what
+    the offline engine draws with the same seed."""
+    prompt = client.render_chat([ChatMessage("user", "Name three colours.")], continue_final_message=False)
+    requests = [
+        GenerationRequest(f"s{i}", prompt, 12, sampling=Sampling(1.1, 0.9, 40 * i, seed=i)) for i in range(3)
+    ]
+    served = [c.text for c in client.generate(requests)]
+    assert served == [c.text for c in shared_vllm_backend().generate(requests)]
+    assert len(set(served)) >= 2
 
 
 def test_stop_rule_without_server_token_ids(server: str) -> None:

@@ -7,11 +7,12 @@ that message when it is absent. The unmarked tests at the top cover the pure par
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Iterator
 
 import pytest
 
-from legival_core.backends.base import ChatMessage, GenerationRequest, TextBackend
+from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling, TextBackend
 from legival_core.backends.stop_rules import StopRuleSpec, cut_at_rule, first_complete_boxed_end
 from legival_core.backends.vllm_backend import submission_order
 from legival_core.backends.vllm_bridge import request_to_json
@@ -64,8 +65,10 @@ def test_bridge_carries_the_repetition_penalty() -> None:
     r = GenerationRequest("r", "p", 4, "g", StopRuleSpec("boxed"), 1.1)
     assert request_from_json(request_to_json(r)) == r
     old = request_to_json(GenerationRequest("r", "p", 4))
-    del old["repetition_penalty"]
-    assert request_from_json(old).repetition_penalty == 1.0
+    del old["repetition_penalty"], old["sampling"]
+    assert request_from_json(old).repetition_penalty == 1.0 and request_from_json(old).sampling is None
+    sampled = GenerationRequest("s", "p", 4, sampling=Sampling(0.6, 0.95, 20, seed=12345))
+    assert request_from_json(json.loads(json.dumps(request_to_json(sampled)))) == sampled
 
 
 def test_bridge_needs_named_stop_rules() -> None:
@@ -209,3 +212,23 @@ def test_repetition_penalty_reaches_the_engine(backend: TextBackend) -> None:
     finally:
         embedded.close()
     assert [c.text for c in expected] == [plain.text, penalized.text]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_sampling_reaches_the_engine_seeded(backend: TextBackend) -> None:
+    """Teacher sampling: top_k=1 equals greedy; a request's seed makes its draw reproducible; other
+    seeds give other continuations."""
+    prompt = backend.render_chat(
+        [ChatMessage("user", "Write one sentence about the sea.")], continue_final_message=False
+    )
+    requests = [
+        GenerationRequest("greedy", prompt, 12),
+        GenerationRequest("top1", prompt, 12, sampling=Sampling(0.8, top_k=1, seed=3)),
+    ]
+    requests += [GenerationRequest(f"s{i}", prompt, 12, sampling=Sampling(1.2, top_p=0.95, seed=i)) for i in range(4)]
+    first = {c.request_id: c.text for c in backend.generate(requests)}
+    again = {c.request_id: c.text for c in backend.generate(requests[::-1])}
+    assert first == again
+    assert first["top1"] == first["greedy"]
+    assert len({first[f"s{i}"] for i in range(4)}) >= 3

@@ -79,6 +79,32 @@ def test_generate_scripted_stores_like_ingest_and_caches(store) -> None:  # type
     assert status["status"].to_list() == ["truncated"]
 
 
+def test_recommended_sampling_is_applied_seeded_per_problem_and_keyed(store) -> None:  # type: ignore[no-untyped-def]
+    """The config's temperature/top_p/top_k reach every request with a seed of its own (derived from
+    the base seed and the problem id, not from the batch); greedy and another base seed are other
+    decodings (generated again), the same ones are cached."""
+    from legival_core.generation.config import Decoding
+
+    backend = ScriptedBackend(lambda p: f"\\boxed{{{gold_answer(p)}}}")
+    engine = BackendEngine(backend)
+    cfg = ModelConfig(name="q3", model="scripted", decoding=Decoding(temperature=0.6, top_p=0.95, top_k=20))
+    s = run_generate(store, engine, "q3", "gsm8k", problems(), cfg, max_new_tokens=30, batch_size=1)
+    assert s.generated == 2 and s.decoding["greedy"] is False and s.decoding["top_k"] == 20
+    first = [r.sampling for r in backend.calls]
+    assert all(x is not None and (x.temperature, x.top_p, x.top_k) == (0.6, 0.95, 20) for x in first)
+    assert first[0].seed != first[1].seed  # type: ignore[union-attr]
+    prov = json.loads(store.query("SELECT provenance FROM traces LIMIT 1")["provenance"][0])
+    assert prov["decoding_applied"]["temperature"] == 0.6 and prov["decoding_recommended"]["top_k"] == 20
+
+    reversed_batch = run_generate(store, engine, "q3b", "gsm8k", problems()[::-1], cfg, max_new_tokens=30,
+                                  batch_size=2)
+    assert reversed_batch.cached == 2  # same model, prompts, decoding: another teacher name reuses them
+    greedy = run_generate(store, engine, "q3", "gsm8k", problems(), cfg, max_new_tokens=30, greedy=True)
+    assert greedy.generated == 2 and all(r.sampling is None for r in backend.calls[2:])
+    reseeded = run_generate(store, engine, "q3", "gsm8k", problems(1), cfg, max_new_tokens=30, seed=5)
+    assert reseeded.generated == 1 and backend.calls[-1].sampling.seed not in {x.seed for x in first}  # type: ignore[union-attr]
+
+
 def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[no-untyped-def]
     import httpx
 
@@ -105,6 +131,11 @@ def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[
     assert engine.retries == 1
     assert seen[1]["temperature"] == 0 and seen[1]["chat_template_kwargs"] == {"enable_thinking": True}
     assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
+    sampled = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
+                          decoding={"temperature": 0.6, "top_p": 0.95, "top_k": 20})  # type: ignore[arg-type]
+    s = run_generate(store, engine, "qwen3", "gsm8k", problems(1), sampled, max_new_tokens=64)
+    body = seen[-1]
+    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.6, 0.95, 20) and body["seed"] != 0
 
 
 THINKING_TEMPLATE = (

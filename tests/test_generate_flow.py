@@ -115,3 +115,11 @@ def test_generation_spec_validation(tmp_path: Path) -> None:
                                                              "problems": {"math": str(GSM8K)}}}]}
     with pytest.raises(SpecError, match="not in `datasets`"):
         parse_spec(other, tmp_path)
+    assert g.decoding == "recommended" and g.seed == 0
+    greedy = {**base, "teachers": [{"name": "g", "generate": {"backend": "vllm", "model": "m", "decoding": "greedy",
+                                                              "seed": 3}}]}
+    g3 = parse_spec(greedy, tmp_path).teachers[0].generate
+    assert g3 is not None and (g3.decoding, g3.seed) == ("greedy", 3)
+    typo = {**base, "teachers": [{"name": "g", "generate": {"backend": "vllm", "model": "m", "decoding": "sampled"}}]}
+    with pytest.raises(SpecError, match=r"teachers.0.generate.decoding"):
+        parse_spec(typo, tmp_path)

@@ -31,6 +31,9 @@ def generate(
     batch_size: Annotated[int, typer.Option(help="Prompts per backend call (cache written after each).")] = 8,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (backend openai).")] = None,
     backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = "{}",
+    greedy: Annotated[bool, typer.Option(
+        "--greedy", help="Decode greedily instead of the model config's recommended sampling.")] = False,
+    seed: Annotated[int, typer.Option(help="Base seed of the per-problem sampling seeds.", min=0)] = 0,
 ) -> None:
     """Generate teacher traces; a rerun generates nothing (cached by model, prompt, decoding, problem).
 
@@ -67,7 +70,8 @@ def generate(
     try:
         with open_store(db) as store, progress_bar(f"generate ({teacher})", total=len(items)) as bar:
             s = run_generate(store, engine, teacher, spec.name, items, cfg, max_new_tokens, batch_size,
-                             progress=lambda done, total: bar.update(done=done, total=total))
+                             progress=lambda done, total: bar.update(done=done, total=total), greedy=greedy,
+                             seed=seed)
     finally:
         engine.close()
     emit_summary({"command": "generate", "config": cfg.name, **s.as_dict(),

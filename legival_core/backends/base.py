@@ -26,11 +26,35 @@ class ChatMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Sampling:
+    """Random decoding with HF/vLLM semantics, applied in this order after the repetition penalty:
+    divide logits by `temperature`, keep the `top_k` best (0 = all), keep the smallest set whose
+    probability reaches `top_p`, draw. `seed` seeds one generator per request, so a request's draw
+    does not depend on its batch mates or on the order requests run in (the embedded backend; vLLM
+    and servers honour a per-request seed the same way). Students never sample (SPEC: greedy);
+    teachers use their model card's recommendation (configs/models)."""
+
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"sampling temperature must be > 0 (greedy is `sampling=None`), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationRequest:
     """One prompt to continue. `group` names requests that share a prefix (e.g. the trace id);
     backends use it for prefix-cache locality and process a group's requests in the given order.
     `repetition_penalty` has HF/vLLM semantics: the logit of every token id already in the prompt or
-    the generated text is divided by it when positive, multiplied when negative; 1.0 is off."""
+    the generated text is divided by it when positive, multiplied when negative; 1.0 is off.
+    `sampling` None means greedy (every student rollout)."""
 
     request_id: str
     prompt: str
@@ -38,6 +62,7 @@ class GenerationRequest:
     group: str = ""
     stop_rule: StopRule | None = None
     repetition_penalty: float = 1.0
+    sampling: Sampling | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +77,8 @@ class Completion:
 
 
 class TextBackend(Protocol):
-    """What the planner needs from a model: its chat template, its tokenizer, and batched greedy
-    generation."""
+    """What the planner needs from a model: its chat template, its tokenizer, and batched generation
+    (greedy, or seeded sampling per request)."""
 
     @property
     def model_id(self) -> str: ...

@@ -9,7 +9,7 @@ so only the common token prefix is reused and the rest is prefilled. Reuse is on
 row shares with the prefilled root it has the longest common prefix with, not with another
 partially prefilled row.
 
-Decoding is greedy and batched: rows of a batch are left-padded into one preallocated key/value
+Decoding is batched (greedy unless a request samples): rows of a batch are left-padded into one preallocated key/value
 buffer, with per-row position ids and an attention mask; rows of several groups share a batch of up
 to `max_batch`. Outputs equal the naive one-request-at-a-time loop (`generate_naive`) in float32
 (checked token for token by `benchmarks/transfer_prefix_cache.py`). In bfloat16 the rounding
@@ -17,9 +17,12 @@ differs between batch and prefill shapes enough to change greedy continuations (
 the first benchmark trace), and it is also slower on these CPUs (no fast bf16 matmul: naive decode
 3.5 vs 7.4 tokens/s), so float32 is the default.
 
-A request's `repetition_penalty` other than 1.0 is applied before every greedy choice with the
-semantics of transformers' `RepetitionPenaltyLogitsProcessor` (over the row's prompt ids and the
-tokens generated so far, on float32 scores); with 1.0 the logits go straight to argmax.
+A request's `repetition_penalty` other than 1.0 is applied before every choice with the semantics of
+transformers' `RepetitionPenaltyLogitsProcessor` (over the row's prompt ids and the tokens generated
+so far, on float32 scores); with 1.0 and no sampling the logits go straight to argmax. A request with
+`sampling` (teachers only) draws each token with transformers' temperature, top-k and top-p warpers
+from its own `torch.Generator` seeded with `sampling.seed`, one draw per token, so its output does not
+depend on batch mates or order and equals the naive path's.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest
+from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest, Sampling
 from legival_core.registry import register
 
 if TYPE_CHECKING:
@@ -54,6 +57,12 @@ class _Row:
     finish: FinishReason | None = None
     completion_tokens: int = 0
     kv: Any = None  # this row's key/values (one tensor pair per layer) between prefill and decode
+    rng: Any = None  # the row's torch.Generator when it samples, created on its first draw
+
+    @property
+    def plain_greedy(self) -> bool:
+        """Argmax of the raw logits: no repetition penalty, no sampling."""
+        return self.request.repetition_penalty == 1.0 and self.request.sampling is None
 
     @property
     def prompt_len(self) -> int:
@@ -209,11 +218,22 @@ class EmbeddedBackend:
         return rows, pending
 
     def _pick(self, logits: torch.Tensor, row: _Row) -> int:
-        """The greedy next token from one row's next-token logits (1-D), after its repetition penalty."""
+        """The next token from one row's next-token logits (1-D): its repetition penalty, then the
+        greedy choice or a seeded draw."""
+        torch = self._torch
+        if row.plain_greedy:
+            return int(logits.argmax())
         penalty = row.request.repetition_penalty
         if penalty == 1.0:
-            return int(logits.argmax())
-        return int(_penalized(self._torch, logits, row.prompt_ids + row.generated, penalty).argmax())
+            scores = logits.to(dtype=torch.float32, copy=True)
+        else:
+            scores = _penalized(torch, logits, row.prompt_ids + row.generated, penalty)
+        sampling = row.request.sampling
+        if sampling is None:
+            return int(scores.argmax())
+        if row.rng is None:
+            row.rng = torch.Generator().manual_seed(sampling.seed)
+        return _sample(torch, scores, sampling, row.rng)
 
     def _push(self, row: _Row, token: int) -> bool:
         """Append one generated token; True when the row is finished. Shared by both paths so
@@ -260,10 +280,7 @@ class EmbeddedBackend:
             if row is not root:
                 row.prefill_cached = row.prompt_len
             at = row.prompt_len - 1
-            if row.request.repetition_penalty == 1.0:
-                token = first_at[at]
-            else:
-                token = self._pick(logits[positions.index(at)], row)
+            token = first_at[at] if row.plain_greedy else self._pick(logits[positions.index(at)], row)
             if not self._push(row, token):
                 row.kv = _crop(kv, row.prompt_len)
                 ready.append(row)
@@ -305,7 +322,7 @@ class EmbeddedBackend:
         for i, n in enumerate(lens):
             mask[i, max(lens) - n : max(lens)] = 1
         live = list(range(len(batch)))
-        penalized = any(row.request.repetition_penalty != 1.0 for row in batch)
+        per_row = not all(row.plain_greedy for row in batch)
         pos = torch.tensor(lens)
         while live:
             width = cache.get_seq_length()
@@ -318,7 +335,7 @@ class EmbeddedBackend:
                 use_cache=True,
             )
             pos += 1
-            if penalized:
+            if per_row:
                 nxt = [self._pick(out.logits[j, -1], batch[i]) for j, i in enumerate(live)]
             else:
                 nxt = out.logits[:, -1].argmax(-1).tolist()
@@ -344,6 +361,22 @@ def _penalized(torch: Any, logits: torch.Tensor, ids: list[int], penalty: float)
     seen = scores.gather(0, index)
     scores.scatter_(0, index, torch.where(seen < 0, seen * penalty, seen / penalty))
     return scores
+
+
+def _sample(torch: Any, scores: torch.Tensor, sampling: Sampling, rng: Any) -> int:
+    """One draw with transformers' warpers in their order (temperature, top-k, top-p, each keeping at
+    least one token) from float32 `scores` (modified in place)."""
+    scores /= sampling.temperature
+    if 0 < sampling.top_k < scores.numel():
+        kth = torch.topk(scores, sampling.top_k).values[-1]
+        scores[scores < kth] = -float("inf")
+    if sampling.top_p < 1.0:
+        ordered, index = torch.sort(scores, descending=False)
+        cumulative = ordered.softmax(-1).cumsum(-1)
+        drop = cumulative <= 1 - sampling.top_p
+        drop[-1] = False
+        scores[index[drop]] = -float("inf")
+    return int(torch.multinomial(scores.softmax(-1), 1, generator=rng))
 
 
 def _groups(rows: list[_Row]) -> Iterator[list[_Row]]:

@@ -3,7 +3,8 @@
 It uses the raw `POST /v1/completions` endpoint, not chat: a rollout prompt ends inside an open
 assistant message (prefix(k), SPEC section 4), which chat endpoints would close. The prompt is
 rendered here with the model's chat template from a local tokenizer directory, so `render_chat` and
-`count_tokens` never touch the network. Decoding is greedy; token counts come from the server's
+`count_tokens` never touch the network. Decoding is greedy unless a request samples (temperature,
+top_p, its seed; top_k as the vLLM/SGLang extra when set); token counts come from the server's
 `usage`, the prefix-cache hit from `usage.prompt_tokens_details.cached_tokens` where the server
 reports it (vLLM: `--enable-prompt-tokens-details`), else 0. A request's `repetition_penalty` other
 than 1.0 is sent as the vLLM/SGLang extra parameter of that name (plain OpenAI servers reject it).
@@ -25,7 +26,12 @@ from typing import Any
 
 from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest
 from legival_core.backends.stop_rules import cut_at_rule
-from legival_core.backends.vllm_backend import overflow_completion, render_chat_with, submission_order
+from legival_core.backends.vllm_backend import (
+    overflow_completion,
+    render_chat_with,
+    sampling_fields,
+    submission_order,
+)
 from legival_core.registry import register
 
 RETRY_STATUS = frozenset({408, 409, 429})
@@ -152,12 +158,12 @@ class OpenAICompatBackend:
             "model": self.model,
             "prompt": request.prompt,
             "max_tokens": max(1, min(request.max_new_tokens, self.context_length - prompt_len)),
-            "temperature": 0,
             "n": 1,
             "stream": False,
         }
         if self.seed is not None:
             payload["seed"] = self.seed
+        payload |= sampling_fields(request.sampling, http=True)  # its seed, when sampling, is the request's own
         if request.repetition_penalty != 1.0:  # not in the OpenAI API; vLLM's server takes it as an extra
             payload["repetition_penalty"] = request.repetition_penalty
         if self.vllm_extensions:

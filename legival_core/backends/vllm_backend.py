@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest, TextBackend
+from legival_core.backends.base import (
+    ChatMessage,
+    Completion,
+    FinishReason,
+    GenerationRequest,
+    Sampling,
+    TextBackend,
+)
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.registry import register
 
@@ -185,10 +192,10 @@ class VllmBackend:
             prompts.append(TokensPrompt(prompt_token_ids=ids))
             params.append(
                 SamplingParams(
-                    temperature=0.0,
                     max_tokens=max_tokens,
                     skip_special_tokens=True,
                     repetition_penalty=requests[i].repetition_penalty,
+                    **sampling_fields(requests[i].sampling),
                 )
             )
         if prompts:
@@ -235,6 +242,19 @@ class VllmBackend:
         shutdown = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
         if shutdown is not None and hasattr(shutdown, "shutdown"):
             shutdown.shutdown()
+
+
+def sampling_fields(sampling: Sampling | None, http: bool = False) -> dict[str, Any]:
+    """vLLM's SamplingParams, or (`http`) the OpenAI-compatible request body fields, for a request:
+    greedy is temperature 0; top_k 0 means off. top_k is not an OpenAI field (vLLM and SGLang take
+    it as an extra), so the body carries it only when it is set."""
+    if sampling is None:
+        return {"temperature": 0.0}
+    fields = {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
+              "seed": sampling.seed}
+    if http and sampling.top_k == 0:
+        del fields["top_k"]
+    return fields
 
 
 BRIDGE_ONLY_OPTIONS = frozenset({"python", "env", "log_path", "startup_timeout_s"})

@@ -61,6 +61,7 @@ def request_to_json(r: GenerationRequest) -> dict[str, Any]:
         "group": r.group,
         "stop_rule": r.stop_rule.to_json() if r.stop_rule is not None else None,
         "repetition_penalty": r.repetition_penalty,
+        "sampling": asdict(r.sampling) if r.sampling is not None else None,
     }
 
 

@@ -23,12 +23,13 @@ import traceback
 from dataclasses import asdict
 from typing import IO, Any
 
-from legival_core.backends.base import ChatMessage, GenerationRequest
+from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling
 from legival_core.backends.stop_rules import StopRuleSpec
 
 
 def request_from_json(obj: dict[str, Any]) -> GenerationRequest:
     rule = obj.get("stop_rule")
+    sampling = obj.get("sampling")
     return GenerationRequest(
         request_id=str(obj["request_id"]),
         prompt=str(obj["prompt"]),
@@ -36,6 +37,7 @@ def request_from_json(obj: dict[str, Any]) -> GenerationRequest:
         group=str(obj.get("group", "")),
         stop_rule=StopRuleSpec.from_json(rule) if rule else None,
         repetition_penalty=float(obj.get("repetition_penalty", 1.0)),
+        sampling=Sampling(**sampling) if sampling else None,
     )
 
 

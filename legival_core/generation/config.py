@@ -1,9 +1,9 @@
 """Per-model generation settings: one YAML file per model under `configs/models/` (issue 7).
 
 A file records the model card's recommended decoding (temperature, top_p, top_k, max tokens) and its
-chat-template options (e.g. `enable_thinking`). The `TextBackend` interface decodes greedily, so the
-sampling fields are recorded as `recommended` next to the decoding actually `applied` (docs/generation.md);
-the cache key hashes only what was applied.
+chat-template options (e.g. `enable_thinking`). The generate stage applies the recommended sampling
+(seeded per problem) unless asked for greedy decoding, and records both `recommended` and `applied`
+decoding (docs/generation.md); the cache key hashes only what was applied.
 """
 
 from __future__ import annotations

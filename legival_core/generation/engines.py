@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from legival_core.backends.base import ChatMessage, GenerationRequest, TextBackend
+from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling, TextBackend
 from legival_core.types import canonical_json
 
 
@@ -33,7 +33,10 @@ class TeacherEngine(Protocol):
 
     def prompt_of(self, messages: Sequence[ChatMessage]) -> str: ...
 
-    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[RawOutput]: ...
+    def generate(self, prompts: Sequence[str], max_new_tokens: int,
+                 sampling: Sequence[Sampling | None] | None = None) -> list[RawOutput]:
+        """One output per prompt; `sampling[i]` is prompt i's (None or absent: greedy)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -65,8 +68,11 @@ class BackendEngine:
                                                            **self.kwargs))
         return self.backend.render_chat(messages, continue_final_message=False)
 
-    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[RawOutput]:
-        reqs = [GenerationRequest(f"g{i}", p, max_new_tokens, group=f"g{i}") for i, p in enumerate(prompts)]
+    def generate(self, prompts: Sequence[str], max_new_tokens: int,
+                 sampling: Sequence[Sampling | None] | None = None) -> list[RawOutput]:
+        samplings = list(sampling) if sampling is not None else [None] * len(prompts)
+        reqs = [GenerationRequest(f"g{i}", p, max_new_tokens, group=f"g{i}", sampling=s)
+                for i, (p, s) in enumerate(zip(prompts, samplings, strict=True))]
         return [RawOutput(c.text, c.finish_reason, c.prompt_tokens, c.completion_tokens)
                 for c in self.backend.generate(reqs)]
 
@@ -75,7 +81,8 @@ class BackendEngine:
 
 
 class ChatEndpointEngine:
-    """`POST /v1/chat/completions`, greedy (temperature 0), on an OpenAI-compatible server."""
+    """`POST /v1/chat/completions` on an OpenAI-compatible server: greedy (temperature 0), or a
+    request's sampling (temperature, top_p, seed; top_k as the vLLM/SGLang extra when set)."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  chat_template_kwargs: dict[str, Any] | None = None, concurrency: int = 8,
@@ -107,22 +114,28 @@ class ChatEndpointEngine:
         return canonical_json({"messages": [[m.role, m.content] for m in messages],
                                "chat_template_kwargs": self.kwargs})
 
-    def generate(self, prompts: Sequence[str], max_new_tokens: int) -> list[RawOutput]:
+    def generate(self, prompts: Sequence[str], max_new_tokens: int,
+                 sampling: Sequence[Sampling | None] | None = None) -> list[RawOutput]:
+        samplings = list(sampling) if sampling is not None else [None] * len(prompts)
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda p: self._one(p, max_new_tokens), prompts))
+            return list(pool.map(lambda ps: self._one(ps[0], max_new_tokens, ps[1]),
+                                 zip(prompts, samplings, strict=True)))
 
-    def _one(self, prompt: str, max_new_tokens: int) -> RawOutput:
+    def _one(self, prompt: str, max_new_tokens: int, sampling: Sampling | None = None) -> RawOutput:
         import json
+
+        from legival_core.backends.vllm_backend import sampling_fields
 
         spec = json.loads(prompt)
         payload: dict[str, Any] = {
-            "model": self.model, "temperature": 0, "max_tokens": max_new_tokens, "n": 1,
+            "model": self.model, "max_tokens": max_new_tokens, "n": 1,
             "messages": [{"role": r, "content": c} for r, c in spec["messages"]],
         }
         if self.kwargs:
             payload["chat_template_kwargs"] = self.kwargs
         if self.seed is not None:
             payload["seed"] = self.seed
+        payload |= sampling_fields(sampling, http=True)  # a sampled request carries its own seed
         data = self._post("/chat/completions", payload)
         choice = data["choices"][0]
         msg = choice.get("message") or {}

@@ -1,7 +1,8 @@
 """The generate stage: teacher traces from a model, stored exactly like ingested ones (issue 7).
 
 Prompts are [system: dataset prompt (appendix A.1), user: question] with the generation prompt
-added by the model's chat template. Raw generations are cached in `generations` by (model, prompt,
+added by the model's chat template. Decoding is the model config's recommended one (temperature,
+top_p, top_k; seeded per problem) or greedy on request. Raw generations are cached in `generations` by (model, prompt,
 applied decoding, problem) and written there batch by batch, so an interrupted run resumes and a
 rerun generates nothing. The traces then go through `legival_core.ingest.ingest_file` on a JSONL
 file of records: the same parsing, grading, trace ids and idempotent inserts as `legival ingest`.
@@ -12,14 +13,14 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from legival_core.backends.base import ChatMessage
+from legival_core.backends.base import ChatMessage, Sampling
 from legival_core.datasets.base import get_dataset
 from legival_core.generation import cache
-from legival_core.generation.config import ModelConfig
+from legival_core.generation.config import Decoding, ModelConfig
 from legival_core.generation.engines import TeacherEngine
 from legival_core.generation.extract import extract_reasoning
 from legival_core.ingest import ingest_file
@@ -45,6 +46,7 @@ class GenerateSummary:
     unparsed: int = 0
     completion_tokens: int = 0
     generate_s: float = 0.0
+    decoding: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -57,10 +59,25 @@ def teacher_messages(system_prompt: str, question: str) -> list[ChatMessage]:
     return [ChatMessage("system", system_prompt), ChatMessage("user", question)]
 
 
-def applied_decoding(max_new_tokens: int, template_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What the backends actually do (greedy), hashed into the cache key."""
-    return {"greedy": True, "temperature": 0.0, "max_new_tokens": max_new_tokens,
+def applied_decoding(max_new_tokens: int, template_kwargs: dict[str, Any], recommended: Decoding | None = None,
+                     seed: int = 0) -> dict[str, Any]:
+    """What the backend is asked to do, hashed into the cache key: greedy, or the model card's
+    sampling (`recommended`, when its temperature is > 0) with the run's base `seed`."""
+    if recommended is None or recommended.temperature == 0:
+        return {"greedy": True, "temperature": 0.0, "max_new_tokens": max_new_tokens,
+                "chat_template_kwargs": template_kwargs}
+    return {"greedy": False, "temperature": recommended.temperature, "top_p": recommended.top_p,
+            "top_k": recommended.top_k or 0, "seed": seed, "max_new_tokens": max_new_tokens,
             "chat_template_kwargs": template_kwargs}
+
+
+def problem_sampling(decoding: dict[str, Any], problem_id: str) -> Sampling | None:
+    """The request's sampling: its own seed, derived from the base seed and the problem id, so a
+    problem's trace does not depend on which batch or run it was generated in."""
+    if decoding["greedy"]:
+        return None
+    seed = int(content_hash(f"{decoding['seed']}:{problem_id}")[:8], 16)
+    return Sampling(decoding["temperature"], decoding["top_p"], decoding["top_k"], seed)
 
 
 def run_generate(
@@ -73,14 +90,18 @@ def run_generate(
     max_new_tokens: int | None = None,
     batch_size: int = 8,
     progress: Progress | None = None,
+    greedy: bool = False,
+    seed: int = 0,
 ) -> GenerateSummary:
+    """Generate what the cache lacks, then store every problem's trace. Decoding is the config's
+    recommended one (seeded sampling per problem) unless `greedy` or the config says temperature 0."""
     import time
 
     spec = get_dataset(dataset)
     budget = max_new_tokens or config.decoding.max_new_tokens
     kwargs = config.chat_template_kwargs if getattr(engine, "template_kwargs_applied", False) else {}
-    decoding = applied_decoding(budget, kwargs)
-    summary = GenerateSummary(teacher, engine.model_id, spec.name, problems=len(problems))
+    decoding = applied_decoding(budget, kwargs, None if greedy else config.decoding, seed)
+    summary = GenerateSummary(teacher, engine.model_id, spec.name, problems=len(problems), decoding=decoding)
     cache.ensure_table(store)
 
     prompts = [engine.prompt_of(teacher_messages(spec.system_prompt, p.question)) for p in problems]
@@ -95,7 +116,8 @@ def run_generate(
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
         t0 = time.perf_counter()
-        outs = engine.generate([prompts[i] for i in batch], budget)
+        outs = engine.generate([prompts[i] for i in batch], budget,
+                               [problem_sampling(decoding, problems[i].problem_id) for i in batch])
         summary.generate_s += time.perf_counter() - t0
         new = []
         for i, out in zip(batch, outs, strict=True):
