@@ -21,12 +21,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def direct(spec_path: str, db: str, out: str) -> dict[str, int]:
+def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     """The benchmark's stages called in order, in this process, with one student backend per student:
     the same work as the `benchmark` flow (ingest, efficiency, transfer, judge, quality, reports)."""
     from legival_core.backends.lazy import LazyBackend
@@ -43,13 +44,23 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, int]:
     from tasks.stages import _selected, make_judge
 
     s = load_spec(spec_path)
-    totals = {"rollouts_total": 0, "rollouts_generated": 0}
+    totals: dict[str, Any] = {"rollouts_total": 0, "rollouts_generated": 0}
+    stage_s: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(stage: str) -> None:
+        now = time.perf_counter()
+        stage_s[stage] = round(now - clock[0], 3)
+        clock[0] = now
+
     with Store(db) as store, tempfile.TemporaryDirectory() as tmp:
         for t in s.teachers:
             for p in t.traces:
                 src = _selected(p, t.select, Path(tmp)) if t.select else p
                 ingest_file(store, src, teacher=t.name)
+        lap("ingest")
         compute_efficiency(store, tau=s.efficiency.tau, model=s.efficiency.model)
+        lap("efficiency")
         for st in s.students:
             cfg = s.student_config(st)
             backend = LazyBackend(lambda cfg=cfg: make_student_backend(cfg))  # type: ignore[misc]
@@ -59,16 +70,21 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, int]:
                     totals["rollouts_total"] += r.rollouts_total
                     totals["rollouts_generated"] += r.rollouts_generated
             backend.close()
+        lap("transfer")
         if s.judge.enabled:
             if s.judge.name == "lexical":
                 ensure_lexical(store)
             else:
                 judge_missing(store, make_judge(s.judge), limit=s.judge.limit, max_cost_usd=s.judge.max_cost_usd)
+        lap("judge")
         if s.quality.enabled:
             compute_quality(store, s.quality.metrics)
+        lap("quality")
         extra = stage_teacher_columns(store)
         build_reports(store, out, tau=s.efficiency.tau, model=s.efficiency.model, extra_teacher_columns=extra.frames,
                       extra_directions=extra.directions)
+        lap("aggregate")
+    totals["stage_s"] = stage_s
     return totals
 
 
@@ -102,12 +118,19 @@ def main() -> None:
     py = sys.executable
     d_wall, d = _timed([py, __file__, "--spec", a.spec, "--direct", str(work / "direct.duckdb"),
                         str(work / "direct-report")], d_env)
-    print(f"direct (legival_core, one process): {d_wall:7.1f} s  {d}")
+    print(f"direct (legival_core, one process): {d_wall:7.1f} s  rollouts_total={d['rollouts_total']} "
+          f"generated={d['rollouts_generated']}")
     run = [py, "-m", "legival", "run", a.spec, "--db", str(work / "orch.duckdb"), "--out", str(work / "orch-report")]
     o_wall, o = _timed(run, env)
     print(f"orchestrated (Prefect + Ray):       {o_wall:7.1f} s{'' if a.warm else ' (cold: = demo from a fresh install)'}  rollouts_total={o['rollouts_total']} "
           f"generated={o['rollouts_generated']}")
     print(f"ratio orchestrated / direct:        {o_wall / d_wall:7.2f} x  (target <= 1.3)")
+    stages = dict(d["stage_s"])  # type: ignore[arg-type]
+    orch_stages = dict(o.get("stage_s") or {})  # type: ignore[call-overload]
+    print("stage seconds (direct | orchestrated): " + ", ".join(
+        f"{k} {stages.get(k, 0):.1f} | {orch_stages.get(k, 0):.1f}" for k in dict.fromkeys([*stages, *orch_stages])))
+    print(f"outside the stages: direct {d_wall - sum(stages.values()):.1f} s (start, imports) | orchestrated "
+          f"{o_wall - sum(orch_stages.values()):.1f} s (start, imports, Prefect, flow bookkeeping)")
     c_wall, c = _timed(run, env)
     print(f"fully cached rerun:                 {c_wall:7.1f} s  generated={c['rollouts_generated']} "
           f"engines_loaded={c['engines_loaded']}  (target < 20 s)")

@@ -32,6 +32,14 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     t0 = time.perf_counter()
     s, dbp, outp = load_run(spec, db, out)
     summary: dict[str, Any] = {"spec": str(spec), "db": dbp, "out": outp}
+    stage_s: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(stage: str) -> None:
+        now = time.perf_counter()
+        stage_s[stage] = round(now - clock[0], 3)
+        clock[0] = now
+
     with driver_session():
         chosen = selected_teachers(s, teachers)
         for t in chosen:  # a missing problems file fails the run before any model loads
@@ -42,17 +50,25 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         gen = [gen_task(dbp, t, s.datasets) for t in chosen if t.generate is not None]
         summary["new_traces"] = sum(r.new_traces for r in ing) + sum(r.new_traces for r in gen)
         summary["generated_traces"] = sum(r.generated for r in gen)
+        lap("ingest")
         summary["efficiency"] = efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)
+        lap("efficiency")
         tr: dict[str, Any] = {"rollouts_total": 0, "rollouts_cached": 0, "rollouts_generated": 0, "engines_loaded": 0}
         if s.transfer.enabled:
             runner: Any = ThreadPoolTaskRunner(max_workers=s.execution.max_concurrent_shards)
             tr = transfer.with_options(task_runner=runner)(spec, db=dbp, teachers=teachers)
         summary.update({k: v for k, v in tr.items() if k != "shards"})
+        lap("transfer")
         summary["judge_calls"] = judge_task(dbp, s.judge)["judge_calls"] if s.judge.enabled else 0
+        lap("judge")
         if s.quality.enabled:
             summary["quality"] = quality_task(dbp, s.quality.metrics)
+        lap("quality")
         ag = asdict(aggregate_task(dbp, outp, s.efficiency.tau, s.efficiency.model))
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]
+        lap("aggregate")
+    lap("shutdown")
+    summary["stage_s"] = stage_s
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     return summary

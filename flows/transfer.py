@@ -6,7 +6,7 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows._common import driver_session, load_run, selected_teachers
-from tasks.engines import loaded_engines
+from tasks.engines import loaded_engines, shutdown_pools
 from tasks.transfer import transfer_shard_task
 
 
@@ -24,6 +24,9 @@ def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None
         ]
         shards = [f.result().as_dict() for f in futures]
         engines = loaded_engines()
+        # The engines' work is done: stop them (and a local Ray) now, so that the stages after
+        # transfer in the benchmark flow do not share the CPUs with idle engines and Ray's daemons.
+        shutdown_pools()
     totals = {k: sum(x[k] for x in shards) for k in
               ("rollouts_total", "rollouts_cached", "rollouts_generated", "forced", "overflow", "decode_tokens")}
     return {**totals, "engines_loaded": engines, "shards": shards}

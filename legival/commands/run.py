@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Annotated
@@ -45,8 +46,13 @@ def run(
     if progress_file is not None:
         os.environ["LEGIVAL_PROGRESS_FILE"] = str(progress_file.resolve())
 
+    server = _prestart_prefect_server()
     from flows.benchmark import benchmark
     from tasks.progress import BOARD
+
+    if server is not None:
+        _preimport_models()
+        server.join()
 
     with progress_bar("rollouts") as bar:
         BOARD.add_sink(lambda done, total: bar.update(done=done, total=total))
@@ -63,3 +69,38 @@ def run(
     summary.update({"command": "run", "flow_wall_s": summary.pop("wall_s"),
                     "wall_s": round(time.perf_counter() - t0, 3)})
     emit_summary(summary)
+
+
+def _prestart_prefect_server() -> threading.Thread | None:
+    """Without a Prefect server (no PREFECT_API_URL) the flow's first API call starts a temporary
+    one in a subprocess and waits for it: ~5 s, ~12 s the first time (database migrations). Started
+    here on a thread, it comes up while this process imports the flows and the model libraries."""
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url or not settings.server.ephemeral.enabled:
+        return None
+
+    def start() -> None:
+        from prefect.server.api.server import SubprocessASGIServer
+
+        try:
+            SubprocessASGIServer().start()
+        except Exception:  # noqa: BLE001  (the flow starts it again and reports the error)
+            return
+
+    thread = threading.Thread(target=start, name="prefect-server-start", daemon=True)
+    thread.start()
+    return thread
+
+
+def _preimport_models() -> None:
+    """The libraries the efficiency, transfer and quality stages import anyway (seconds of CPU each);
+    importing them while the server starts overlaps the two on a small machine."""
+    import importlib
+
+    for name in ("torch", "transformers", "sentence_transformers"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
