@@ -32,6 +32,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     the same work as the `benchmark` flow (ingest, efficiency, transfer, judge, quality, reports)."""
     from legival_core.backends.lazy import LazyBackend
     from legival_core.ingest import ingest_file
+    from legival_core.laps import Laps
     from legival_core.reports.build import build_reports
     from legival_core.reports.extras import stage_teacher_columns
     from legival_core.spec import load_spec
@@ -45,13 +46,8 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
 
     s = load_spec(spec_path)
     totals: dict[str, Any] = {"rollouts_total": 0, "rollouts_generated": 0}
-    stage_s: dict[str, float] = {}
-    clock = [time.perf_counter()]
-
-    def lap(stage: str) -> None:
-        now = time.perf_counter()
-        stage_s[stage] = round(now - clock[0], 3)
-        clock[0] = now
+    laps = Laps()
+    lap = laps.lap
 
     with Store(db) as store, tempfile.TemporaryDirectory() as tmp:
         for t in s.teachers:
@@ -84,7 +80,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
         build_reports(store, out, tau=s.efficiency.tau, model=s.efficiency.model, extra_teacher_columns=extra.frames,
                       extra_directions=extra.directions)
         lap("aggregate")
-    totals["stage_s"] = stage_s
+    totals["stage_s"] = laps.seconds
     return totals
 
 

@@ -9,6 +9,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
+from legival_core.laps import Laps
 from tasks.stages import (
     aggregate_task,
     efficiency_task,
@@ -32,13 +33,8 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     t0 = time.perf_counter()
     s, dbp, outp = load_run(spec, db, out)
     summary: dict[str, Any] = {"spec": str(spec), "db": dbp, "out": outp}
-    stage_s: dict[str, float] = {}
-    clock = [time.perf_counter()]
-
-    def lap(stage: str) -> None:
-        now = time.perf_counter()
-        stage_s[stage] = round(now - clock[0], 3)
-        clock[0] = now
+    laps = Laps()
+    lap = laps.lap
 
     with driver_session():
         chosen = selected_teachers(s, teachers)
@@ -69,6 +65,6 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         summary["dashboard"] = ag["dashboard"]
         lap("aggregate")
     lap("shutdown")
-    summary["stage_s"] = stage_s
+    summary["stage_s"] = laps.seconds
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     return summary

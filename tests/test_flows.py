@@ -47,6 +47,10 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
     assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
     assert first["engines_loaded"] >= 1 and first["judge_calls"] == 0
     assert (tmp_path / "report" / "teacher_dataset_metrics.csv").is_file()
+    assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "aggregate", "shutdown"]
+    import ray
+
+    assert not ray.is_initialized()  # the transfer flow stopped its engines and the Ray it started
     before = table_snapshot(tmp_path / "store.duckdb")
 
     again = benchmark(spec=str(spec))

@@ -87,3 +87,17 @@ def test_routing_on_two_nodes_keeps_trace_prefixes_together_in_order(plan) -> No
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_ray_starts_and_stops_on_one_owner_thread() -> None:
+    """Shard tasks run on Prefect worker threads; Ray must be started and stopped on one thread
+    (ray.shutdown elsewhere waits ~15 s, docs/orchestration.md)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks.engines import on_ray_owner_thread
+
+    here = on_ray_owner_thread(threading.get_ident)
+    with ThreadPoolExecutor(2) as pool:
+        there = {pool.submit(on_ray_owner_thread, threading.get_ident).result() for _ in range(4)}
+    assert there == {here} and here != threading.get_ident()
