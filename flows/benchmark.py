@@ -10,6 +10,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
 from legival_core.laps import Laps
+from tasks.engines import prewarm_engines
 from tasks.stages import (
     aggregate_task,
     efficiency_task,
@@ -24,8 +25,10 @@ from tasks.stages import (
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
     """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) ->
-    efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. Stage tasks are called directly (a subflow per stage costs ~1 s of
-    bookkeeping each, which a fully cached rerun would feel).
+    efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. When this
+    run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
+    runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
+    which a fully cached rerun would feel).
 
     `teachers` restricts ingest/generate and transfer to those teachers (the per-teacher
     deployments); the other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
@@ -47,6 +50,8 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         summary["new_traces"] = sum(r.new_traces for r in ing) + sum(r.new_traces for r in gen)
         summary["generated_traces"] = sum(r.generated for r in gen)
         lap("ingest")
+        if s.transfer.enabled and summary["new_traces"] > 0:  # new traces: rollouts to generate
+            prewarm_engines([s.student_config(st) for st in s.students], s.execution)  # overlaps efficiency
         summary["efficiency"] = efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)
         lap("efficiency")
         tr: dict[str, Any] = {"rollouts_total": 0, "rollouts_cached": 0, "rollouts_generated": 0, "engines_loaded": 0}

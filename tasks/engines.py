@@ -68,6 +68,11 @@ class StudentEngine:
         stats = {k: getattr(s, k) for k in ("forced", "overflow", "prefill_computed", "prefill_cached", "decode_tokens")}
         return ChunkResult(rows, stats, self.index, ray.get_runtime_context().get_node_id())
 
+    def warm(self) -> bool:
+        """Load the model now (the pool's `prewarm`), so the first chunk does not wait for it."""
+        self.backend.load()
+        return True
+
     def history(self) -> list[tuple[str, int]]:
         """(trace_id, k) in the order this engine generated them (for the routing test)."""
         return list(self.order)
@@ -85,6 +90,7 @@ class EnginePool:
     execution: Execution
     actors: list[Any] = field(default_factory=list)
     model_loads: int = 0
+    warming: list[Any] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -92,11 +98,12 @@ class EnginePool:
         return self.execution.max_concurrent_engines
 
     def _ensure_actors(self) -> list[Any]:
+        if not self.actors:
+            ensure_ray(self.execution)  # outside the lock: it waits for the Ray owner thread
         with self._lock:
             if not self.actors:
                 import ray
 
-                ensure_ray(self.execution)
                 remote = ray.remote(StudentEngine).options(
                     num_cpus=self.execution.cpus_per_engine,
                     num_gpus=self.execution.gpus_per_engine,
@@ -105,6 +112,19 @@ class EnginePool:
                 )
                 self.actors = [remote.remote(self.config, i) for i in range(self.n_engines)]
             return self.actors
+
+    def prewarm(self) -> None:
+        """Start Ray and the engines and load their models in the background (on the Ray owner
+        thread), so that this overlaps the driver's work before transfer. Calls queued on an actor
+        run in order, so a chunk submitted later simply starts after its engine's `warm`."""
+
+        def start() -> None:
+            try:
+                self.warming = [a.warm.remote() for a in self._ensure_actors()]
+            except Exception as e:  # noqa: BLE001  (the shards start the engines again and report errors)
+                log.warning("engine prewarm failed: %s: %s", type(e).__name__, e)
+
+        on_ray_owner_thread(start, wait=False)
 
     def route(self, todo: Sequence[Unit], traces_per_chunk: int) -> list[list[list[Unit]]]:
         """Per engine, its chunks in submission order (units keep the plan's stable order)."""
@@ -167,21 +187,32 @@ _pools_lock = threading.Lock()
 _started_ray = False
 _ray_owner: ThreadPoolExecutor | None = None
 _ray_owner_lock = threading.Lock()
+_OWNER_PREFIX = "legival-ray-owner"
 
 
-def on_ray_owner_thread(fn: Callable[[], Any]) -> Any:
+def on_ray_owner_thread(fn: Callable[[], Any], wait: bool = True) -> Any:
     """Run `fn` on the one long-lived thread that starts and stops Ray in this process.
 
     Shard tasks run on Prefect's worker threads, so the first of them would call `ray.init()`; a
     later `ray.shutdown()` on another thread (the flow's) then waits ~15 s in the driver's core-worker
     shutdown (Ray 2.60, measured: 15.1 s vs 1.4 s when the same thread does both). Doing both on one
-    owner thread keeps the lazy start (no Ray at all when nothing is missing) without that cost."""
+    owner thread keeps the lazy start (no Ray at all when nothing is missing) without that cost.
+    Called on the owner thread itself, `fn` runs at once; `wait=False` queues it and returns."""
     global _ray_owner
+    if threading.current_thread().name.startswith(_OWNER_PREFIX):
+        return fn()
     with _ray_owner_lock:
         if _ray_owner is None:
-            _ray_owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ray-owner")
+            _ray_owner = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_OWNER_PREFIX)
         owner = _ray_owner
-    return owner.submit(fn).result()
+    future = owner.submit(fn)
+    return future.result() if wait else None
+
+
+def prewarm_engines(configs: Sequence[StudentConfig], execution: Execution) -> None:
+    """Start the students' engines in the background (see `EnginePool.prewarm`)."""
+    for config in configs:
+        get_pool(config, execution).prewarm()
 
 
 def get_pool(config: StudentConfig, execution: Execution) -> EnginePool:

@@ -101,3 +101,21 @@ def test_ray_starts_and_stops_on_one_owner_thread() -> None:
     with ThreadPoolExecutor(2) as pool:
         there = {pool.submit(on_ray_owner_thread, threading.get_ident).result() for _ in range(4)}
     assert there == {here} and here != threading.get_ident()
+
+
+def test_prewarm_starts_and_loads_engines_before_work(plan) -> None:
+    """The benchmark flow prewarms while efficiency runs: Ray and the actors start and load their
+    backends in the background; the work submitted later goes to those same engines."""
+    from tasks.engines import on_ray_owner_thread, shutdown_pools
+
+    pool = EnginePool(CONFIG, Execution(max_concurrent_engines=2, cpus_per_engine=1, local_cpus=2))
+    pool.prewarm()
+    on_ray_owner_thread(lambda: None)  # the owner thread runs its queue in order: the prewarm is submitted
+    actors = list(pool.actors)
+    assert len(actors) == 2 and len(pool.warming) == 2
+    assert all(ray.get(pool.warming)) and pool.loaded_engines() == 2
+    got = [row for batch in pool.run(plan.todo, 3) for res in batch for row in res.rows]
+    assert pool.actors == actors and len(got) == sum(len(p) for _, p in plan.todo)
+    pool.reset()
+    shutdown_pools()  # stops the Ray that the owner thread started
+    assert not ray.is_initialized()

@@ -17,6 +17,10 @@ class LazyBackend:
     def loaded(self) -> bool:
         return self._backend is not None
 
+    def load(self) -> None:
+        """Build the backend now (e.g. while other work runs) instead of on first use."""
+        self._get()
+
     def _get(self) -> TextBackend:
         if self._backend is None:
             self._backend = self._factory()
