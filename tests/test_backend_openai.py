@@ -195,26 +195,27 @@ def test_transfer_stage_on_real_traces(client: OpenAICompatBackend, tmp_path) ->
     assert rows == offline
 
 
-def test_repetition_penalty_is_sent_only_when_set() -> None:
-    """No server: the request bodies are captured by an httpx mock transport."""
-    import json
+def test_optional_fields_are_sent_only_when_set() -> None:
+    """Against a local server speaking the completions protocol (bodies recorded): the repetition
+    penalty and top_k (vLLM/SGLang extras) only when set; a sampled request carries its own seed."""
+    from tests.fakes import FakeServer, Recorded
 
-    import httpx
+    class Completions(FakeServer):
+        def route(self, rec: Recorded) -> tuple[int, dict[str, str], bytes]:
+            usage = {"prompt_tokens": 1, "completion_tokens": 1}
+            return self.json_response(200, {"choices": [{"text": "x", "finish_reason": "length"}], "usage": usage})
 
-    bodies: list[dict[str, object]] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        bodies.append(json.loads(request.content))
-        usage = {"prompt_tokens": 1, "completion_tokens": 1}
-        return httpx.Response(200, json={"choices": [{"text": "x", "finish_reason": "length"}], "usage": usage})
-
-    backend = OpenAICompatBackend("http://mock", SERVED_NAME, context_length=1024)
-    backend._client.close()
-    backend._client = httpx.Client(transport=httpx.MockTransport(answer))
-    try:
-        backend.generate([GenerationRequest("plain", "Hello", 1)])
-        backend.generate([GenerationRequest("penalized", "Hello", 1, repetition_penalty=1.1)])
-    finally:
-        backend.close()
-    assert "repetition_penalty" not in bodies[0]
-    assert bodies[1]["repetition_penalty"] == 1.1
+    with Completions() as server:
+        backend = OpenAICompatBackend(server.url, SERVED_NAME, context_length=1024, seed=0)
+        try:
+            backend.generate([GenerationRequest("plain", "Hello", 1)])
+            backend.generate([GenerationRequest("penalized", "Hello", 1, repetition_penalty=1.1)])
+            backend.generate([GenerationRequest("sampled", "Hello", 1, sampling=Sampling(0.7, 0.9, seed=11))])
+            backend.generate([GenerationRequest("top-k", "Hello", 1, sampling=Sampling(0.7, top_k=5, seed=12))])
+        finally:
+            backend.close()
+        plain, penalized, sampled, top_k = (r.body for r in server.requests if r.path == "/v1/completions")
+    assert "repetition_penalty" not in plain and plain["temperature"] == 0 and plain["seed"] == 0
+    assert penalized["repetition_penalty"] == 1.1
+    assert (sampled["temperature"], sampled["top_p"], sampled["seed"]) == (0.7, 0.9, 11) and "top_k" not in sampled
+    assert (top_k["top_k"], top_k["seed"]) == (5, 12)

@@ -106,36 +106,36 @@ def test_recommended_sampling_is_applied_seeded_per_problem_and_keyed(store) -> 
 
 
 def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[no-untyped-def]
-    import httpx
+    """Against a local server speaking the chat-completions protocol: a 503 is retried, the
+    `reasoning_content` field is the trace, template kwargs and the decoding reach the request."""
+    from tests.fakes import Canned
+    from tests.fakes.openai_server import FakeOpenAI
 
-    seen = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if not seen:
-            seen.append(None)
-            return httpx.Response(503, text="warming up")  # retried
-        body = json.loads(request.content)
-        seen.append(body)
+    def reply(body: dict) -> Canned:  # type: ignore[type-arg]
         ans = gold_answer(body["messages"][1]["content"])
-        return httpx.Response(200, json={
+        return Canned(raw_body=json.dumps({
             "choices": [{"message": {"content": f"\\boxed{{{ans}}}", "reasoning_content": "Compute it."},
                          "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5}})
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5}}).encode())
 
     cfg = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
                       chat_template_kwargs={"enable_thinking": True})
-    engine = ChatEndpointEngine("http://x", "Qwen/Qwen3-8B", chat_template_kwargs=cfg.chat_template_kwargs,
-                                transport=httpx.MockTransport(handler), concurrency=1, backoff_s=0.0)
-    s = run_generate(store, engine, "qwen3", "gsm8k", problems(), cfg, max_new_tokens=64)
-    assert (s.generated, s.correct) == (2, 2)
-    assert engine.retries == 1
-    assert seen[1]["temperature"] == 0 and seen[1]["chat_template_kwargs"] == {"enable_thinking": True}
-    assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
-    sampled = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
-                          decoding={"temperature": 0.6, "top_p": 0.95, "top_k": 20})  # type: ignore[arg-type]
-    s = run_generate(store, engine, "qwen3", "gsm8k", problems(1), sampled, max_new_tokens=64)
-    body = seen[-1]
-    assert (body["temperature"], body["top_p"], body["top_k"]) == (0.6, 0.95, 20) and body["seed"] != 0
+    with FakeOpenAI(reply) as server:
+        server.script.append(Canned.error(503, message="warming up"))
+        engine = ChatEndpointEngine(server.url, "Qwen/Qwen3-8B", chat_template_kwargs=cfg.chat_template_kwargs,
+                                    concurrency=1, backoff_s=0.0)
+        s = run_generate(store, engine, "qwen3", "gsm8k", problems(), cfg, max_new_tokens=64)
+        assert (s.generated, s.correct) == (2, 2)
+        assert engine.retries == 1
+        seen = [r.body for r in server.completion_calls()]
+        assert seen[1]["temperature"] == 0 and seen[1]["chat_template_kwargs"] == {"enable_thinking": True}
+        assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
+        sampled = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
+                              decoding={"temperature": 0.6, "top_p": 0.95, "top_k": 20})  # type: ignore[arg-type]
+        run_generate(store, engine, "qwen3", "gsm8k", problems(1), sampled, max_new_tokens=64)
+        body = server.completion_calls()[-1].body
+        assert (body["temperature"], body["top_p"], body["top_k"]) == (0.6, 0.95, 20) and body["seed"] != 0
+        engine.close()
 
 
 THINKING_TEMPLATE = (
