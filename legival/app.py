@@ -15,6 +15,7 @@ import typer
 from legival.console import fail
 
 if TYPE_CHECKING:
+    from legival_core.spec import BenchmarkSpec
     from legival_core.store import Store
 
 app = typer.Typer(
@@ -36,3 +37,35 @@ def open_store(db: Path) -> Store:
     except StoreLocked as e:
         fail(str(e))
         raise  # unreachable: fail exits
+
+
+def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | None,
+                     only_generating: bool = False) -> tuple[BenchmarkSpec, Path]:
+    """What every spec-driven command checks before a flow starts, exiting with a readable error:
+    the spec validates, every chosen teacher that generates has its problems file (so a run fails
+    before any model loads), and the store (`--db`, else the spec's) is not locked by another
+    process. `only_generating`: the chosen teachers must generate (`legival generate --spec`)."""
+    import os
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    from legival_core.spec import SpecError, load_spec
+    from legival_core.store import Store, StoreLocked
+
+    try:
+        s = load_spec(spec_file)
+        if only_generating:
+            chosen = s.generating_teachers(teachers)
+        else:
+            chosen = list(s.teachers) if not teachers else [s.teacher(n) for n in teachers]
+        for t in chosen:
+            if t.generate is not None:
+                t.generate.jobs(s.datasets, t.name)
+    except SpecError as e:
+        fail(str(e))
+    db_path = (db or s.store).resolve()
+    try:
+        Store(db_path).close()
+    except StoreLocked as e:
+        fail(str(e))
+    return s, db_path

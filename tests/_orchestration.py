@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gsm8k_md_eval_cot_5teachers.jsonl"
@@ -68,3 +69,28 @@ def table_snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
         return out
     finally:
         con.close()
+
+
+@pytest.fixture(scope="module")
+def prefect_harness():  # type: ignore[no-untyped-def]
+    """A real Prefect API (the test harness's temporary server) for the module's flows."""
+    import os
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture
+def ray_down():  # type: ignore[no-untyped-def]
+    """Leave no Ray behind: engines and a Ray the flows started (on the Ray owner thread), then any
+    Ray the test started itself."""
+    yield
+    import ray
+
+    from tasks.engines import shutdown_pools
+
+    shutdown_pools()
+    ray.shutdown()

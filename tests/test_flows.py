@@ -6,26 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests._orchestration import table_snapshot, write_spec
+from tests._orchestration import prefect_harness, ray_down, table_snapshot, write_spec  # noqa: F401
 
-
-@pytest.fixture(scope="module", autouse=True)
-def harness(tmp_path_factory):
-    import os
-
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _ray_down():
-    yield
-    import ray
-
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("prefect_harness", "ray_down")
 
 
 def _rollouts_by_teacher(db: Path) -> dict[str, int]:

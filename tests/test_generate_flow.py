@@ -10,30 +10,14 @@ import pytest
 import yaml
 
 from legival_core.spec import SpecError, parse_spec
-from tests._orchestration import table_snapshot, write_spec
+from tests._orchestration import prefect_harness, ray_down, table_snapshot, write_spec  # noqa: F401
 
 GSM8K = Path(__file__).parent / "fixtures" / "datasets" / "gsm8k" / "test.jsonl"
 GEN = {"backend": "scripted-demo", "model": "scripted-demo", "problems": str(GSM8K), "limit": 2,
        "max_new_tokens": 32, "batch_size": 1}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def harness():
-    import os
-
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
-@pytest.fixture(autouse=True)
-def _ray_down():
-    yield
-    import ray
-
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("prefect_harness", "ray_down")
 
 
 def _mixed_spec(folder: Path) -> Path:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import app, open_store
+from legival.app import app, open_store, prepare_spec_run
 from legival.console import emit_summary, fail, progress_bar
 
 
@@ -79,27 +79,9 @@ def generate(
 
 
 def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:
-    import os
-
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    from legival_core.spec import SpecError, load_spec
-    from legival_core.store import Store, StoreLocked
-
     t0 = time.perf_counter()
     names = [teacher] if teacher else None
-    try:
-        s = load_spec(spec_file)
-        for t in s.generating_teachers(names):
-            assert t.generate is not None
-            t.generate.jobs(s.datasets, t.name)
-    except SpecError as e:
-        fail(str(e))
-    db_path = (db or s.store).resolve()
-    try:
-        Store(db_path).close()
-    except StoreLocked as e:
-        fail(str(e))
+    _, db_path = prepare_spec_run(spec_file, db, names, only_generating=True)
 
     from flows.generate import generate as generate_flow
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from legival.app import app
+from legival.app import app, prepare_spec_run
 from legival.console import emit_summary, fail, out_console, progress_bar
 
 
@@ -26,23 +26,7 @@ def run(
 ) -> None:
     """Run the benchmark spec: ingest or generate teacher traces, efficiency, transfer on Ray, judge, quality, reports."""
     t0 = time.perf_counter()
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    from legival_core.spec import SpecError, load_spec
-    from legival_core.store import Store, StoreLocked
-
-    try:
-        s = load_spec(spec)
-        for t in s.teachers if not teacher else [s.teacher(n) for n in teacher]:
-            if t.generate is not None:
-                t.generate.jobs(s.datasets, t.name)
-    except SpecError as e:
-        fail(str(e))
-    db_path = (db or s.store).resolve()
-    try:
-        Store(db_path).close()
-    except StoreLocked as e:
-        fail(str(e))
+    _, db_path = prepare_spec_run(spec, db, teacher or None)
     if progress_file is not None:
         os.environ["LEGIVAL_PROGRESS_FILE"] = str(progress_file.resolve())
 

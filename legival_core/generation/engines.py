@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling, TextBackend
+from legival_core.backends.vllm_backend import sampling_fields
 from legival_core.types import canonical_json
 
 
@@ -123,8 +124,6 @@ class ChatEndpointEngine:
 
     def _one(self, prompt: str, max_new_tokens: int, sampling: Sampling | None = None) -> RawOutput:
         import json
-
-        from legival_core.backends.vllm_backend import sampling_fields
 
         spec = json.loads(prompt)
         payload: dict[str, Any] = {
