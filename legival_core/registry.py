@@ -1,22 +1,62 @@
-"""One registry for everything that is looked up by name: datasets, graders, metrics, backends, judges.
+"""The one registry of everything looked up by name: datasets, graders, metrics, backends, judges, stages.
 
-Registration is one decorator (or one call) next to the object; there is no second mapping to keep in
-sync. Entries that need heavy optional dependencies register a small factory that imports them only
-when called, so `import legival_core` never pulls in torch, vllm, ray or prefect.
+Registration is one decorator (or call) next to the object, and it records everything a caller needs
+to use the entry without a second list: its factory, the pydantic model of its options (so a spec can
+be validated against it), a one-line description (the docstring's first line unless given), aliases,
+and kind-specific metadata (`MetricInfo` for a metric, `BackendInfo` for a backend, ...).
+
+Built-in entries are found by SCANNING the packages in `BUILTIN_PACKAGES` (every public module is
+imported once, on the first lookup), not by an import hub; more modules come from the environment
+variable `LEGIVAL_PLUGINS` (comma-separated module names) and the `legival.plugins` entry-point group.
+A new metric, dataset, backend or judge is therefore one module dropped into its package (or one
+plugin module) and nothing else. Modules must import cheaply: heavy dependencies (torch, vllm, ray,
+prefect) load inside the factories that need them, so scanning never pulls them in.
+
+This module imports nothing from the rest of `legival_core` (it is the bottom layer); scanning uses
+`importlib`, so the registering modules import the registry and never the other way round.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+import os
+import pkgutil
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
-Kind = Literal["dataset", "grader", "metric", "backend", "judge"]
+Kind = Literal["dataset", "grader", "metric", "backend", "judge", "stage"]
 KINDS: tuple[str, ...] = get_args(Kind)
+
+BUILTIN_PACKAGES: tuple[str, ...] = (
+    "legival_core.datasets",
+    "legival_core.metrics",
+    "legival_core.backends",
+    "legival_core.judges",
+    "legival_core.stages",
+)
+"""Packages whose public modules (names not starting with `_`) are imported to find built-ins."""
+
+PLUGINS_ENV = "LEGIVAL_PLUGINS"
+ENTRY_POINT_GROUP = "legival.plugins"
 
 T = TypeVar("T")
 
-_entries: dict[str, dict[str, Any]] = {k: {} for k in KINDS}
-_aliases: dict[str, dict[str, str]] = {k: {} for k in KINDS}
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One registered thing. `obj` is what `get` returns (a factory, a spec, a function);
+    `config` the pydantic model of its options (None: it takes none)."""
+
+    kind: str
+    name: str
+    obj: Any
+    description: str
+    config: type | None = None
+    aliases: tuple[str, ...] = ()
+    meta: Any = None
+    module: str = ""
 
 
 class UnknownName(KeyError):
@@ -26,60 +66,147 @@ class UnknownName(KeyError):
         return str(self.args[0])
 
 
-def register(kind: Kind, name: str, obj: T, aliases: tuple[str, ...] = ()) -> T:
-    if kind not in _entries:
-        raise ValueError(f"unknown registry kind {kind!r}; expected one of {KINDS}")
-    existing = _entries[kind].get(name)
-    if existing is not None and existing is not obj:
-        raise ValueError(f"{kind} {name!r} is already registered")
-    _entries[kind][name] = obj
-    for a in aliases:
-        _aliases[kind][a] = name
-    return obj
+@dataclass
+class _Registry:
+    entries: dict[str, dict[str, Entry]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    aliases: dict[str, dict[str, str]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    scanned: bool = False
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
 
-def registered(kind: Kind, name: str, aliases: tuple[str, ...] = ()) -> Callable[[T], T]:
-    """Decorator form of `register`."""
+_REG = _Registry()
 
-    def deco(obj: T) -> T:
-        return register(kind, name, obj, aliases)
 
+def _first_line(obj: Any) -> str:
+    doc = getattr(obj, "__doc__", None) or ""
+    return doc.strip().splitlines()[0].strip() if doc.strip() else ""
+
+
+def add(entry: Entry) -> Entry:
+    """Record an entry; registering another object under a taken name is an error (two modules
+    claiming one name would otherwise depend on import order)."""
+    if entry.kind not in KINDS:
+        raise ValueError(f"unknown registry kind {entry.kind!r}; expected one of {', '.join(KINDS)}")
+    with _REG.lock:
+        existing = _REG.entries[entry.kind].get(entry.name)
+        if existing is not None and existing.obj is not entry.obj and existing.module != entry.module:
+            raise ValueError(f"{entry.kind} {entry.name!r} is already registered by {existing.module}")
+        _REG.entries[entry.kind][entry.name] = entry
+        for a in entry.aliases:
+            _REG.aliases[entry.kind][a.lower()] = entry.name
+    return entry
+
+
+def register(
+    kind: Kind,
+    name: str,
+    obj: Any = None,
+    *,
+    description: str | None = None,
+    config: type | None = None,
+    aliases: tuple[str, ...] = (),
+    meta: Any = None,
+) -> Any:
+    """Register `obj` under (kind, name); without `obj`, a decorator. Returns the object."""
+
+    def deco(o: T) -> T:
+        add(Entry(kind, name, o, description if description is not None else _first_line(o), config,
+                  tuple(aliases), meta, getattr(o, "__module__", "") or ""))
+        return o
+
+    return deco if obj is None else deco(obj)
+
+
+def registered(kind: Kind, name: str, **kw: Any) -> Callable[[T], T]:
+    """Decorator form of `register` (kept for readability at the definition site)."""
+    deco: Callable[[T], T] = register(kind, name, **kw)
     return deco
 
 
 def canonical_name(kind: Kind, name: str) -> str:
-    _ensure_builtin()
+    discover()
     key = name.strip().lower()
-    if key in _entries[kind]:
-        return key
-    if key in _aliases[kind]:
-        return _aliases[kind][key]
-    known = ", ".join(sorted(list(_entries[kind]) + list(_aliases[kind])))
+    table = _REG.entries[kind]
+    for n in table:
+        if n.lower() == key:
+            return n
+    if key in _REG.aliases[kind]:
+        return _REG.aliases[kind][key]
+    known = ", ".join(sorted(table)) or "none"
     raise UnknownName(f"unknown {kind} {name!r}; known: {known}")
 
 
+def entry(kind: Kind, name: str) -> Entry:
+    return _REG.entries[kind][canonical_name(kind, name)]
+
+
 def get(kind: Kind, name: str) -> Any:
-    return _entries[kind][canonical_name(kind, name)]
+    return entry(kind, name).obj
+
+
+def entries(kind: Kind) -> list[Entry]:
+    """Every entry of a kind, sorted by name."""
+    discover()
+    return [_REG.entries[kind][n] for n in sorted(_REG.entries[kind])]
 
 
 def names(kind: Kind) -> list[str]:
-    _ensure_builtin()
-    return sorted(_entries[kind])
+    return [e.name for e in entries(kind)]
 
 
-_loaded = False
+def is_registered(kind: Kind, name: str) -> bool:
+    try:
+        canonical_name(kind, name)
+    except UnknownName:
+        return False
+    return True
 
 
-def _ensure_builtin() -> None:
-    """Import the modules that register the built-in entries (once, lazily, to avoid import cycles)."""
-    global _loaded
-    if _loaded:
+# ------------------------------------------------------------------------------------------ scanning
+
+
+def _public_modules(package: str) -> Iterator[str]:
+    pkg = importlib.import_module(package)
+    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+        if not info.name.startswith("_"):
+            yield f"{package}.{info.name}"
+
+
+def plugin_modules() -> list[str]:
+    """Modules named by `LEGIVAL_PLUGINS` and by the `legival.plugins` entry points."""
+    out = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    try:
+        from importlib.metadata import entry_points
+
+        out += [ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    except Exception:  # noqa: BLE001 - broken third-party metadata must not break the registry
+        pass
+    return out
+
+
+def discover() -> None:
+    """Import every built-in module and plugin once (idempotent, thread-safe)."""
+    if _REG.scanned:
         return
-    _loaded = True
-    import legival_core.backends.embedded  # noqa: F401
-    import legival_core.backends.openai_backend  # noqa: F401
-    import legival_core.backends.vllm_backend  # noqa: F401
-    import legival_core.datasets  # noqa: F401
-    import legival_core.judges  # noqa: F401
-    import legival_core.metrics  # noqa: F401
-    import legival_core.transfer  # noqa: F401
+    with _REG.lock:
+        if _REG.scanned:
+            return
+        _REG.scanned = True
+        try:
+            for package in BUILTIN_PACKAGES:
+                for module in _public_modules(package):
+                    importlib.import_module(module)
+            for module in plugin_modules():
+                try:
+                    importlib.import_module(module)
+                except ImportError as e:
+                    raise ImportError(f"plugin module {module!r} ({PLUGINS_ENV} / {ENTRY_POINT_GROUP}): {e}") from e
+        except BaseException:
+            _REG.scanned = False
+            raise
+
+
+def load_plugin(module: str) -> None:
+    """Import one more registering module now (e.g. a plugin named after discovery ran)."""
+    discover()
+    importlib.import_module(module)

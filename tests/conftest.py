@@ -16,6 +16,13 @@ SHARED_DATA = Path(os.environ.get("LEGIVAL_SHARED_DATA", REPO.parent / "shared" 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = REPO / "examples" / "data"
 
+# The test-only backends (`scripted`, `scripted-demo`) are registry plugins; the variables are set
+# before anything imports the registry, and are inherited by subprocesses, Prefect workers and Ray
+# engines, which find `tests.plugins` through PYTHONPATH.
+os.environ["LEGIVAL_PLUGINS"] = ",".join(
+    p for p in [*os.environ.get("LEGIVAL_PLUGINS", "").split(","), "tests.plugins.scripted"] if p
+)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

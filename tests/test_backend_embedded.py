@@ -37,7 +37,7 @@ def test_export_is_done_once_and_reused(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(smollm2, "_export", export)
     first = smollm2.smollm2_safetensors_dir(tmp_path)
     second = smollm2.smollm2_safetensors_dir(tmp_path)
-    assert first == second == tmp_path / "models" / smollm2.MODEL_NAME
+    assert first == second == tmp_path / "models" / smollm2.EXPORT_DIR_NAME
     assert len(calls) == 1 and calls[0] != first  # written elsewhere, then renamed into place
     assert smollm2.is_complete_export(first)
     monkeypatch.setenv("LEGIVAL_CACHE_DIR", str(tmp_path))
@@ -57,12 +57,12 @@ def test_crashed_export_leaves_nothing_and_is_retried(
     models = tmp_path / "models"
     assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
     # debris of a killed process (no chance to clean up) and a half-written target are replaced
-    (models / f".{smollm2.MODEL_NAME}.tmp-dead").mkdir()
-    (models / smollm2.MODEL_NAME).mkdir()
+    (models / f".{smollm2.EXPORT_DIR_NAME}.tmp-dead").mkdir()
+    (models / smollm2.EXPORT_DIR_NAME).mkdir()
     monkeypatch.setattr(smollm2, "_export", _fake_export)
     target = smollm2.smollm2_safetensors_dir(tmp_path)
     assert smollm2.is_complete_export(target)
-    assert sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [smollm2.MODEL_NAME]
+    assert sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [smollm2.EXPORT_DIR_NAME]
 
 
 def test_registered_under_embedded() -> None:

@@ -10,6 +10,7 @@ import typer
 
 from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, out_console
+from legival_core.spec import Efficiency, Report, Transfer, default_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -19,23 +20,23 @@ if TYPE_CHECKING:
 def report(
     db: DbOption,
     out: Annotated[Path, typer.Option("--out", help="Report directory.")],
-    tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = 0.8,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems (0 = no intervals).")] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = default_of(Efficiency, "tau"),
+    model: Annotated[str, typer.Option(help="Embedding model of the redundancy rows.")] = default_of(Efficiency, "model"),
+    n_bins: Annotated[int, typer.Option(help="Bins B the rollouts were planned with.")] = default_of(Transfer, "n_bins"),
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems (0 = no intervals).")] = default_of(
+        Report, "resamples"),
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = default_of(Report, "seed"),
     dashboard_traces: Annotated[
         int, typer.Option(help="Traces per (teacher, dataset) embedded in index.html's trace browser.")
-    ] = 10,
+    ] = default_of(Report, "dashboard_traces"),
 ) -> None:
     """Build the reports from the store alone (no model call)."""
-    from legival_core.reports.build import build_reports
-    from legival_core.reports.extras import stage_teacher_columns
+    from legival_core.reports.build import ReportConfig, build_reports
 
+    config = ReportConfig(Efficiency(tau=tau, model=model), n_bins, resamples, seed, dashboard_traces)
     t0 = time.perf_counter()
     with open_store(db) as store:
-        extra = stage_teacher_columns(store)
-        result = build_reports(store, out, tau=tau, n_resamples=resamples, seed=seed,
-                               dashboard_traces=dashboard_traces, extra_teacher_columns=extra.frames,
-                               extra_directions=extra.directions)
+        result = build_reports(store, out, config)
     _print_table(result.teacher_dataset)
     summary: dict[str, object] = {"command": "report", "out": str(out), "files": sorted(result.files),
                                   "wall_s": round(time.perf_counter() - t0, 3)}

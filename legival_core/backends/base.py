@@ -8,9 +8,11 @@ prefix cache. Backends register a factory under their name; the factory imports 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
+
+from legival_core.registry import entry
 
 StopRule = Callable[[str], bool]
 """Called with the continuation generated so far; True means "stop now, the answer is complete".
@@ -93,3 +95,23 @@ class TextBackend(Protocol):
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    """Registry metadata of a backend: the numeric precisions it runs (a student's `dtype` is checked
+    against them when the spec loads) and whether it can serve as a student (continue a prefix)."""
+
+    dtypes: tuple[str, ...] = ()
+    student: bool = True
+
+
+BackendFactory = Callable[..., TextBackend]
+"""factory(model: str | None, dtype: str | None, **options) -> TextBackend; heavy imports inside."""
+
+
+def make_backend(name: str, model: str | None, dtype: str | None, options: Mapping[str, Any] | None = None) -> TextBackend:
+    """The backend registered as `name`, for `model` at `dtype` (None: the backend's defaults)."""
+    factory: BackendFactory = entry("backend", name).obj
+    backend: TextBackend = factory(model=model, dtype=dtype, **dict(options or {}))
+    return backend

@@ -34,7 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest, Sampling
+from legival_core.backends.base import (
+    BackendInfo,
+    ChatMessage,
+    Completion,
+    FinishReason,
+    GenerationRequest,
+    Sampling,
+)
+from legival_core.catalog import SMOLLM2, canonical_model
 from legival_core.registry import register
 
 if TYPE_CHECKING:
@@ -118,10 +126,10 @@ class EmbeddedBackend:
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if model_dir is None:
-            from legival_core.backends.smollm2 import MODEL_NAME, smollm2_safetensors_dir
+            from legival_core.backends.smollm2 import smollm2_safetensors_dir
 
             model_dir = smollm2_safetensors_dir(Path(cache_dir) if cache_dir is not None else None)
-            model_id = model_id or f"HuggingFaceTB/{MODEL_NAME}"
+            model_id = model_id or SMOLLM2
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         self._torch = torch
@@ -504,9 +512,13 @@ def _buffered_cache_class() -> Any:
     return BufferedCache
 
 
-def make_embedded_backend(**options: Any) -> EmbeddedBackend:
-    """Registry factory: keyword options go to `EmbeddedBackend`."""
+@register("backend", "embedded", meta=BackendInfo(dtypes=("float32", "bfloat16")))
+def make_embedded_backend(model: str | None = None, dtype: str | None = None, **options: Any) -> EmbeddedBackend:
+    """transformers on the CPU with shared-prefix KV reuse (default model: the shipped SmolLM2)."""
+    if model is not None and canonical_model(model) != SMOLLM2:
+        options.setdefault("model_dir", model)
+    if model is not None:
+        options.setdefault("model_id", canonical_model(model))
+    if dtype is not None:
+        options.setdefault("dtype", dtype)
     return EmbeddedBackend(**options)
-
-
-register("backend", "embedded", make_embedded_backend)

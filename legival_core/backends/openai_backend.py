@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from legival_core.backends.base import ChatMessage, Completion, FinishReason, GenerationRequest
+from legival_core.backends.base import BackendInfo, ChatMessage, Completion, FinishReason, GenerationRequest
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.backends.vllm_backend import (
     overflow_completion,
@@ -196,9 +196,11 @@ class OpenAICompatBackend:
         self._client.close()
 
 
-def make_openai_backend(**options: Any) -> OpenAICompatBackend:
-    """Registry factory: keyword options go to `OpenAICompatBackend` (base_url and model required)."""
+@register("backend", "openai", meta=BackendInfo(dtypes=("float32", "bfloat16", "float16", "auto")))
+def make_openai_backend(model: str | None = None, dtype: str | None = None, **options: Any) -> OpenAICompatBackend:
+    """An OpenAI-compatible /v1/completions server (vLLM serve, ...), prompts rendered with our template.
+
+    `dtype` is the served model's precision: part of the student's identity, not sent anywhere."""
+    if model is not None:
+        options.setdefault("model", model)
     return OpenAICompatBackend(**options)
-
-
-register("backend", "openai", make_openai_backend)

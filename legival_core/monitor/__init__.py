@@ -2,7 +2,7 @@
 from its right ones, and does FOTU predict how well?"""
 
 from legival_core.monitor.sabotage import Sabotage, inject_error
-from legival_core.monitor.stats import fotu_correlations, prf
+from legival_core.monitor.stats import prf
 from legival_core.monitor.supervisor import parse_verdict, supervise
 
-__all__ = ["Sabotage", "fotu_correlations", "inject_error", "parse_verdict", "prf", "supervise"]
+__all__ = ["Sabotage", "inject_error", "parse_verdict", "prf", "supervise"]

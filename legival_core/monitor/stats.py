@@ -12,18 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from legival_core.reports.stats import partial_spearman, spearman
-
 if TYPE_CHECKING:
     import polars as pl
 
 CONDITIONS = ("sabotage", "natural")
-
-
-def significance(p: float | None) -> str:
-    if p is None:
-        return ""
-    return "***" if p < 0.001 else "**" if p < 0.01 else "*" if p < 0.05 else ""
 
 
 def prf(items: pl.DataFrame) -> pl.DataFrame:
@@ -58,25 +50,3 @@ that never flags anything has F1 0 (precision undefined)."""
     den = 2 * pl.col("tp") + pl.col("fp") + pl.col("fn")
     f1 = pl.when(den > 0).then(2 * pl.col("tp") / den)
     return out.with_columns(f1.alias("f1")).sort("teacher", "dataset", "condition")
-
-
-def fotu_correlations(metrics: pl.DataFrame, transfer: pl.DataFrame) -> pl.DataFrame:
-    """Across teachers, per (dataset, condition): Spearman(FOTU, precision), Spearman(FOTU, F1) and
-    partial Spearman(FOTU, F1 | token_len_median). `transfer` has teacher, dataset (or 'all'), fotu,
-    token_len_median."""
-    import polars as pl
-
-    joined = metrics.join(transfer, on=["teacher", "dataset"], how="left")
-    rows: list[tuple[object, ...]] = []
-    for (dataset, condition), g in joined.group_by("dataset", "condition", maintain_order=True):
-        fotu = g["fotu"].to_list()
-        for y in ("precision", "f1"):
-            c = spearman(fotu, g[y].to_list())
-            rows.append((dataset, condition, "spearman", "fotu", y, None, c.rho, c.p_value, c.n, significance(c.p_value)))
-        c = partial_spearman(fotu, g["f1"].to_list(), g["token_len_median"].to_list())
-        rows.append((dataset, condition, "partial_spearman", "fotu", "f1", "token_len_median", c.rho, c.p_value, c.n,
-                     significance(c.p_value)))
-    return pl.DataFrame(rows, orient="row", schema={
-        "dataset": pl.Utf8, "condition": pl.Utf8, "kind": pl.Utf8, "metric_a": pl.Utf8, "metric_b": pl.Utf8,
-        "control": pl.Utf8, "rho": pl.Float64, "p_value": pl.Float64, "n": pl.Int64, "sig": pl.Utf8,
-    }).sort("dataset", "condition", "kind", "metric_b")

@@ -5,7 +5,8 @@ quality metric. For each metric present: min-max across the teachers of a group,
 ``(x - min) / (max - min)``, inverted (``1 - .``) for metrics where lower is better (perplexity); 0.5
 for every teacher when all are equal (no information); null stays null. A dimension is the mean of
 its normalised metrics that are present (null when none is); the Global Index is the mean of the
-dimensions that are present, and `n_dimensions` says how many that was.
+dimensions that are present, and `n_dimensions` says how many that was. Which metric belongs to
+which dimension, and which are inverted, is registered in `legival_core/metrics/quality.py`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import polars as pl
 
-DIMENSIONS: dict[str, tuple[str, ...]] = {
-    "coherence": ("cohesion", "coherence_momentum", "cross_encoder", "perplexity"),
-    "consistency": ("nli_q2s_mean", "nli_intra", "alignscore", "factcc", "z3_acs", "z3_fas0"),
-    "clarity": ("clarity_clx",),
-    "informativeness": ("bertscore_f1", "bleurt"),
-}
-LOWER_IS_BETTER: frozenset[str] = frozenset({"perplexity"})
 
 
 def minmax_across_teachers(
-    table: pl.DataFrame, metrics: Sequence[str], group_by: Sequence[str] = (), invert: frozenset[str] = LOWER_IS_BETTER
+    table: pl.DataFrame, metrics: Sequence[str], group_by: Sequence[str], invert: frozenset[str]
 ) -> pl.DataFrame:
     """Adds `<metric>_norm` for every metric column present."""
     import polars as pl
@@ -46,9 +40,9 @@ def minmax_across_teachers(
 
 def dimension_scores(
     table: pl.DataFrame,
-    dimensions: Mapping[str, Sequence[str]] = DIMENSIONS,
-    group_by: Sequence[str] = (),
-    invert: frozenset[str] = LOWER_IS_BETTER,
+    dimensions: Mapping[str, Sequence[str]],
+    group_by: Sequence[str],
+    invert: frozenset[str],
 ) -> pl.DataFrame:
     """Adds `<metric>_norm`, `dim_<dimension>`, `global_index` and `n_dimensions`."""
     import polars as pl

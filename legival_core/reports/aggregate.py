@@ -1,52 +1,40 @@
 """The three aggregation levels of SPEC sections 4-5 as pure functions over polars frames.
 
 (teacher, dataset, student) -> (teacher, dataset) = mean over students -> teacher = unweighted mean
-over datasets; a level's mean skips undefined (null) values, as `transfer.metrics.mean_of_defined`
-does. Efficiency metrics and accuracy come from the trace table (`tables.teacher_dataset_metrics`);
-transfer metrics from a `TransferTable`.
+over datasets; a level's mean skips undefined (null) values. Trace-level metrics and accuracy come
+from the trace table (`tables.teacher_dataset_metrics`); transfer metrics from a `TransferTable`.
+Which columns exist, and which way each is better, is the registry's metric list (`metrics.base`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from legival_core.reports.tables import TEACHER_DATASET_COLUMNS, teacher_dataset_metrics, with_token_len_norm
-from legival_core.reports.transfer_tables import (
-    PAIR_COUNT_COLUMNS,
-    TransferTable,
-    group_curves,
-    sotu_from_taus,
-)
+from legival_core.metrics.base import Direction, metrics_from
+from legival_core.reports.tables import COUNT_COLUMNS, teacher_dataset_columns, teacher_dataset_metrics
+from legival_core.transfer.utility import PAIR_COUNT_COLUMNS, TransferTable, group_curves, sotu_from_taus
 
 if TYPE_CHECKING:
     import polars as pl
 
-Direction = Literal["higher", "lower"]
+__all__ = ["Aggregates", "Direction", "aggregate", "index_traces", "pair_frame"]
 
-# Teacher-level metrics that get a rank, and which way is better (SPEC section 5).
-RANKED_METRICS: dict[str, Direction] = {
-    "accuracy": "higher",
-    "token_len_median": "lower",
-    "token_len_mean": "lower",
-    "token_len_norm": "lower",
-    "step_len_median": "lower",
-    "redundancy": "lower",
-    "backtracking": "lower",
-    "fotu": "higher",
-    "sotu": "higher",
-    "regression_rate": "lower",
-}
-TRANSFER_METRICS = ("fotu", "sotu", "regression_rate", "rr_count", "student_baseline_acc")
+TRANSFER_COLUMNS = ("fotu", "sotu", "regression_rate", "rr_count", "student_baseline_acc")
+"""What `by_student` computes; every registered transfer metric must be one of these (tested)."""
 STUDENT_COUNT_COLUMNS = ("n_sotu", "n_curve_traces", "n_rollout_traces", *PAIR_COUNT_COLUMNS)
-# Every teacher-level metric that gets a bootstrap confidence interval.
-CI_METRICS = (*RANKED_METRICS, "student_baseline_acc")
 
-TEACHER_DATASET_REPORT_COLUMNS = [
-    *TEACHER_DATASET_COLUMNS[:9], "fotu", "sotu", "regression_rate", "n_transfer_traces",
-    "student_baseline_acc", *TEACHER_DATASET_COLUMNS[9:], "rr_count", "n_correct_no_steps",
-    "n_students", *STUDENT_COUNT_COLUMNS,
-]
+
+def transfer_metrics() -> tuple[str, ...]:
+    """The registered transfer columns, in column order."""
+    return tuple(m.name for m in metrics_from("transfer"))
+
+
+def teacher_dataset_report_columns() -> list[str]:
+    """teacher_dataset_metrics.csv: keys, trace metrics and their methods, transfer metrics, counts."""
+    base = [c for c in teacher_dataset_columns() if c not in COUNT_COLUMNS]
+    return [*base, *transfer_metrics(), "n_transfer_traces", *COUNT_COLUMNS, "n_correct_no_steps", "n_students",
+            *STUDENT_COUNT_COLUMNS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +53,7 @@ def index_traces(traces: pl.DataFrame) -> pl.DataFrame:
     """Add `tix` (row number), `token_len_norm` and `transfer` (correct and m >= 1, SPEC section 4)."""
     import polars as pl
 
-    t = traces if "token_len_norm" in traces.columns else with_token_len_norm(traces)
-    return t.with_columns(
+    return traces.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("tix"),
         (pl.col("correct").fill_null(False) & (pl.col("step_len") >= 1).fill_null(False)).alias("transfer"),
     )
@@ -77,7 +64,7 @@ def _empty_by_student() -> pl.DataFrame:
 
     return pl.DataFrame(
         schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "student": pl.Utf8,
-                **{c: pl.Float64 for c in TRANSFER_METRICS}, **{c: pl.Int64 for c in STUDENT_COUNT_COLUMNS}}
+                **{c: pl.Float64 for c in transfer_metrics()}, **{c: pl.Int64 for c in STUDENT_COUNT_COLUMNS}}
     )
 
 
@@ -136,7 +123,7 @@ def by_student(pairs: pl.DataFrame, tt: TransferTable) -> tuple[pl.DataFrame, pl
         },
         schema={**{k: pl.Utf8 for k in keys}, "bin": pl.Int64, "f": pl.Float64, "n": pl.Int64},
     )
-    out = agg.drop("_g").select(*keys, *TRANSFER_METRICS, *STUDENT_COUNT_COLUMNS)
+    out = agg.drop("_g").select(*keys, *transfer_metrics(), *STUDENT_COUNT_COLUMNS)
     return out, curves
 
 
@@ -155,7 +142,7 @@ def by_dataset(traces: pl.DataFrame, students: pl.DataFrame, student_curves: pl.
         .cast(pl.Int64).alias("n_correct_no_steps"),
     )
     tr = students.group_by("teacher", "dataset").agg(
-        *[pl.col(c).mean() for c in TRANSFER_METRICS],
+        *[pl.col(c).mean() for c in transfer_metrics()],
         pl.col("student").n_unique().cast(pl.Int64).alias("n_students"),
         *[pl.col(c).sum().cast(pl.Int64) for c in STUDENT_COUNT_COLUMNS],
     )
@@ -164,7 +151,7 @@ def by_dataset(traces: pl.DataFrame, students: pl.DataFrame, student_curves: pl.
         .join(tr, on=["teacher", "dataset"], how="left")
         .with_columns(pl.col("n_students").fill_null(0), *[pl.col(c).fill_null(0) for c in STUDENT_COUNT_COLUMNS])
         .sort("teacher", "dataset")
-        .select(TEACHER_DATASET_REPORT_COLUMNS)
+        .select(teacher_dataset_report_columns())
     )
     curves = (
         student_curves.group_by("teacher", "dataset", "bin")
@@ -179,7 +166,8 @@ def by_teacher(td: pl.DataFrame, dataset_curves: pl.DataFrame) -> tuple[pl.DataF
     skipped), counts summed; mu_T(b) = the same mean of the dataset curves (SPEC section 4)."""
     import polars as pl
 
-    metrics = [c for c in (*RANKED_METRICS, "student_baseline_acc", "rr_count") if c in td.columns]
+    metrics = [m.name for m in metrics_from("trace", "derived", "transfer") if m.name in td.columns]
+    methods = [c for c in td.columns if c.endswith("_method")]
     count_cols = [c for c in td.columns if c.startswith("n_") and c != "n_students"]
     t = (
         td.group_by("teacher")
@@ -187,21 +175,18 @@ def by_teacher(td: pl.DataFrame, dataset_curves: pl.DataFrame) -> tuple[pl.DataF
             pl.len().cast(pl.Int64).alias("n_datasets"),
             *[pl.col(c).mean() for c in metrics],
             *[pl.col(c).sum().cast(pl.Int64) for c in count_cols],
-            pl.col("backtracking_method").drop_nulls().str.split("+").explode().unique().sort().str.join("+"),
+            *[pl.col(c).drop_nulls().str.split("+").explode().unique().sort().str.join("+") for c in methods],
             pl.col("n_students").max(),
         )
         .sort("teacher")
     )
-    t = t.with_columns(
-        pl.when(pl.col("backtracking_method") == "").then(None).otherwise(pl.col("backtracking_method"))
-        .alias("backtracking_method")
-    )
+    t = t.with_columns(pl.when(pl.col(c) == "").then(None).otherwise(pl.col(c)).alias(c) for c in methods)
     curves = (
         dataset_curves.group_by("teacher", "bin")
         .agg(pl.col("f").mean(), pl.len().cast(pl.Int64).alias("n"))
         .sort("teacher", "bin")
     )
-    return t.select("teacher", "n_datasets", *metrics, "backtracking_method", "n_students", *count_cols), curves
+    return t.select("teacher", "n_datasets", *metrics, *methods, "n_students", *count_cols), curves
 
 
 def aggregate(traces: pl.DataFrame, tt: TransferTable, students: pl.DataFrame) -> Aggregates:

@@ -20,21 +20,37 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from legival_core.reports.aggregate import CI_METRICS, RANKED_METRICS
+from legival_core.metrics.base import Direction, MetricInfo, all_metrics
 from legival_core.reports.stats import rank_values
-from legival_core.transfer.metrics import N_BINS
+from legival_core.reports.tables import trace_level_metrics
 
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
-DEFAULT_RESAMPLES = 1000
-DEFAULT_SEED = 0
 CI_LEVEL = 0.95
 
-_TRACE_MEANS = ("accuracy", "token_len_mean", "token_len_norm", "redundancy", "backtracking")
-_PAIR_MEANS = ("fotu", "regression_rate", "rr_count", "student_baseline_acc")
-_MEDIANS = (("token_len_median", "token_len"), ("step_len_median", "step_len"))
+_PAIR_MEANS = {"fotu": "fotu", "regression_rate": "rr", "rr_count": "rr_count", "student_baseline_acc": "y0"}
+"""Transfer column -> the per-(trace, student) column of the pair frame it averages (SOTU apart)."""
+
+
+def ci_metrics() -> list[str]:
+    """Every teacher-level metric recomputed on the resamples (those that come from traces/rollouts)."""
+    return [m.name for m in all_metrics() if m.bootstrapped and m.in_teacher_dataset and not m.family]
+
+
+def ranked_ci_metrics() -> dict[str, Direction]:
+    """The bootstrapped metrics that are ranked: they get rank intervals and pairwise tests."""
+    return {m.name: m.direction for m in all_metrics()
+            if m.bootstrapped and m.in_teacher_dataset and m.ranked and m.direction is not None}
+
+
+def _trace_means() -> list[MetricInfo]:
+    return [m for m in trace_level_metrics() if m.aggregate == "mean"]
+
+
+def _medians() -> list[MetricInfo]:
+    return [m for m in trace_level_metrics() if m.aggregate == "median"]
 
 Draw = Callable[[int, int], "np.ndarray"]
 """draw(dataset number, number of problems) -> (resamples x problems) draw counts."""
@@ -68,9 +84,9 @@ def bootstrap(
     traces: pl.DataFrame,
     pairs: pl.DataFrame,
     curves: np.ndarray,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    n_bins: int = N_BINS,
+    n_resamples: int,
+    seed: int,
+    n_bins: int,
     draw: Draw | None = None,
 ) -> BootstrapResult:
     """Teacher-level metrics and mu_T(b) on every resample.
@@ -89,7 +105,8 @@ def bootstrap(
     t_index = pl.DataFrame({"teacher": teachers, "ti": np.arange(len(teachers), dtype=np.int64)})
     s_index = pl.DataFrame({"student": students, "si": np.arange(len(students), dtype=np.int64)},
                            schema={"student": pl.Utf8, "si": pl.Int64})
-    per_dataset: dict[str, list[np.ndarray]] = {m: [] for m in CI_METRICS}
+    metrics = ci_metrics()
+    per_dataset: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
     curve_parts: list[np.ndarray] = []
     n_r = n_resamples
     for di, dataset in enumerate(datasets):
@@ -101,13 +118,13 @@ def bootstrap(
         pr = pairs.filter(pl.col("dataset") == dataset)
         pr = pr.join(problems, on="problem_id").join(t_index, on="teacher").join(s_index, on="student")
         res = _dataset_resamples(tr, pr, curves, w, len(teachers), len(students), n_bins)
-        for m in CI_METRICS:
+        for m in metrics:
             per_dataset[m].append(res[m])
         curve_parts.append(res["_curve"])
     samples: dict[str, np.ndarray] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        for m in CI_METRICS:
+        for m in metrics:
             stack = np.stack(per_dataset[m], axis=-1) if datasets else np.full((n_r, len(teachers), 1), np.nan)
             samples[m] = np.nanmean(stack, axis=-1)
         cstack = (np.stack(curve_parts, axis=-1) if datasets
@@ -125,19 +142,16 @@ def _dataset_resamples(
 
     n_p = w.shape[1]
     eff = ~pl.col("truncated")
+    means = _trace_means()
     trace_feats = {
-        "accuracy": (pl.col("correct").fill_null(False).cast(pl.Float64), pl.lit(True)),
-        "token_len_mean": (pl.col("token_len").cast(pl.Float64), eff & pl.col("token_len").is_not_null()),
-        "token_len_norm": (pl.col("token_len_norm"), eff & pl.col("token_len_norm").is_not_null()),
-        "redundancy": (pl.col("redundancy"), eff & pl.col("redundancy").is_not_null()),
-        "backtracking": (pl.col("backtracking"), eff & pl.col("backtracking").is_not_null()),
+        m.name: (pl.col(m.trace_column).cast(pl.Float64),
+                 (eff if m.complete_only else pl.lit(True)) & pl.col(m.trace_column).is_not_null())
+        for m in means
     }
-    n_tf = len(_TRACE_MEANS)
-    pair_feats = {
-        "fotu": pl.col("fotu"), "regression_rate": pl.col("rr"),
-        "rr_count": pl.col("rr_count").cast(pl.Float64), "student_baseline_acc": pl.col("y0"),
-    }
-    n_pf = len(_PAIR_MEANS)
+    n_tf = len(means)
+    pair_names = [n for n in _PAIR_MEANS if n in ci_metrics()]
+    pair_feats = {n: pl.col(_PAIR_MEANS[n]) for n in pair_names}
+    n_pf = len(pair_names)
     width_ts = 2 * n_pf + 2 * n_bins  # numerators/denominators, curve sums, tau histogram
     off_pairs = n_t * n_tf * 2
     n_feat = off_pairs + n_t * n_s * width_ts
@@ -146,7 +160,7 @@ def _dataset_resamples(
     weight_parts: list[np.ndarray] = []
     pi = tr["pi"].to_numpy().astype(np.int64)
     ti = tr["ti"].to_numpy().astype(np.int64)
-    for f, name in enumerate(_TRACE_MEANS):
+    for f, name in enumerate(trace_feats):
         value, keep = trace_feats[name]
         vals = tr.select(pl.when(keep).then(value).otherwise(None).alias("v"))["v"].to_numpy().astype(np.float64)
         have = ~np.isnan(vals)
@@ -156,7 +170,7 @@ def _dataset_resamples(
     if pr.height:
         ppi = pr["pi"].to_numpy().astype(np.int64)
         base = off_pairs + (pr["ti"].to_numpy().astype(np.int64) * n_s + pr["si"].to_numpy().astype(np.int64)) * width_ts
-        for f, name in enumerate(_PAIR_MEANS):
+        for f, name in enumerate(pair_names):
             vals = pr.select(pair_feats[name].cast(pl.Float64).alias("v"))["v"].to_numpy().astype(np.float64)
             have = ~np.isnan(vals)
             flat_parts += [ppi[have] * n_feat + base[have] + 2 * f, ppi[have] * n_feat + base[have] + 2 * f + 1]
@@ -180,10 +194,10 @@ def _dataset_resamples(
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         zt = z[:, :off_pairs].reshape(w.shape[0], n_t, n_tf, 2)
-        for f, name in enumerate(_TRACE_MEANS):
+        for f, name in enumerate(trace_feats):
             out[name] = _ratio(zt[:, :, f, 0], zt[:, :, f, 1])
         zp = z[:, off_pairs:].reshape(w.shape[0], n_t, n_s, width_ts)
-        for f, name in enumerate(_PAIR_MEANS):
+        for f, name in enumerate(pair_names):
             per_student = _ratio(zp[..., 2 * f], zp[..., 2 * f + 1])
             out[name] = _nanmean(per_student, axis=2, shape=(w.shape[0], n_t))
         den = zp[..., 1]  # pairs with a FOTU are exactly the pairs with a curve
@@ -195,7 +209,8 @@ def _dataset_resamples(
         ent = -np.where(h > 0, h * np.log(np.where(h > 0, h, 1.0)), 0.0).sum(axis=-1) / math.log(n_bins) + 0.0
         ent = np.where(total[..., 0] > 0, ent, np.nan)
         out["sotu"] = _nanmean(ent, axis=2, shape=(w.shape[0], n_t))
-    for name, source in _MEDIANS:
+    for med in _medians():
+        name, source = med.name, med.trace_column
         out[name] = np.full((w.shape[0], n_t), np.nan)
         sub = tr.filter(~pl.col("truncated") & pl.col(source).is_not_null())
         for t in sorted(set(sub["ti"].to_list())):
@@ -256,10 +271,10 @@ def ci_table(result: BootstrapResult, level: float = CI_LEVEL) -> pl.DataFrame:
     import polars as pl
 
     cols: dict[str, object] = {"teacher": result.teachers}
-    for m in CI_METRICS:
+    for m in ci_metrics():
         lo, hi = percentile_interval(result.samples[m], level)
         cols[f"{m}_ci_low"], cols[f"{m}_ci_high"] = lo, hi
-    for m, direction in RANKED_METRICS.items():
+    for m, direction in ranked_ci_metrics().items():
         lo, hi = percentile_interval(rank_values(result.samples[m], direction), level)
         cols[f"rank_{m}_ci_low"], cols[f"rank_{m}_ci_high"] = lo, hi
     return pl.DataFrame(cols).fill_nan(None)
@@ -273,7 +288,7 @@ def rank_pairs(result: BootstrapResult, level: float = CI_LEVEL) -> pl.DataFrame
     import polars as pl
 
     rows: list[tuple[Any, ...]] = []
-    for m, direction in RANKED_METRICS.items():
+    for m, direction in ranked_ci_metrics().items():
         x = result.samples[m]
         for a, b in combinations(range(len(result.teachers)), 2):
             both = ~(np.isnan(x[:, a]) | np.isnan(x[:, b]))
@@ -299,7 +314,7 @@ def indistinct_columns(pairs: pl.DataFrame, teachers: list[str]) -> pl.DataFrame
     import polars as pl
 
     cols: dict[str, list[str]] = {}
-    for m in RANKED_METRICS:
+    for m in ranked_ci_metrics():
         sub = pairs.filter((pl.col("metric") == m) & (pl.col("distinguishable") == False))  # noqa: E712
         peers: dict[str, list[str]] = {t: [] for t in teachers}
         for a, b in sub.select("teacher_a", "teacher_b").iter_rows():

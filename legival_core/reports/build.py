@@ -1,40 +1,34 @@
-"""Write the report directory from the store alone (no model call): ../shared/CLI.md, docs/reports.md.
+"""Build the report from the store alone (no model call): ../shared/CLI.md, docs/reports.md.
 
 `compute_report` reads the store and returns every table (pure aggregation after the reads);
-`write_report` writes the files. Later stages add teacher-level columns without editing this module:
-pass frames keyed by `teacher` as `extra_teacher_columns` (e.g. `rm_<name>`, `monitor_f1`, the
-text-quality dimensions); they are joined into `teacher_metrics.csv`, take part in the Spearman
-matrix, and are ranked when `extra_directions` names their better direction.
+`write_report` writes the files. `legival report`, the Prefect `report` stage and `legival serve`
+all call `compute_report`, so the static and the live dashboard show the same numbers. Which metrics
+exist, which are ranked and which way, which enter the correlation matrix: the registry's metric list
+(`legival_core.metrics`), never a list kept here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from legival_core.embed import DEFAULT_MODEL
-from legival_core.metrics.efficiency import DEFAULT_TAU, SWEEP_THRESHOLDS
-from legival_core.reports.aggregate import (
-    CI_METRICS,
-    RANKED_METRICS,
-    Aggregates,
-    Direction,
-    aggregate,
-    index_traces,
-    pair_frame,
-)
+from legival_core.metrics.base import all_metrics, metrics_from, ranked_directions
+from legival_core.metrics.redundancy import SWEEP_THRESHOLDS
+from legival_core.reports.aggregate import Aggregates, aggregate, index_traces, pair_frame
 from legival_core.reports.bootstrap import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     BootstrapResult,
     bootstrap,
+    ci_metrics,
     ci_table,
     indistinct_columns,
     percentile_interval,
     rank_pairs,
+    ranked_ci_metrics,
 )
+from legival_core.reports.columns import teacher_columns
+from legival_core.reports.data import ReportConfig, ReportData
 from legival_core.reports.elbow import redundancy_elbow
 from legival_core.reports.pareto import FRONTIERS, pareto_frontier
 from legival_core.reports.stats import (
@@ -44,48 +38,17 @@ from legival_core.reports.stats import (
     rank_table,
     teacher_student_metrics,
 )
-from legival_core.reports.tables import (
-    redundancy_sweep_table,
-    rollout_depths,
-    student_table,
-    trace_table,
-    write_rollouts_parquet,
-)
-from legival_core.reports.transfer_tables import TransferTable, empty_depths, transfer_table
+from legival_core.reports.tables import student_table, trace_table
+from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
-from legival_core.transfer.metrics import N_BINS
+from legival_core.store import report as reads
+from legival_core.transfer.utility import TransferTable, empty_depths, transfer_table
 
 if TYPE_CHECKING:
     import polars as pl
 
-STABILITY_METRICS = (*RANKED_METRICS, "student_baseline_acc")
-STUDENT_STABILITY_METRICS = ("fotu", "sotu", "regression_rate", "student_baseline_acc")
-
-
-@dataclass(slots=True)
-class ReportData:
-    """Every table of the report, before anything is written."""
-
-    traces: pl.DataFrame
-    students: pl.DataFrame
-    transfer: TransferTable
-    aggregates: Aggregates
-    teacher_metrics: pl.DataFrame
-    correlations: pl.DataFrame
-    correlation_metrics: list[str]
-    rank_stability: pl.DataFrame
-    delta_tu: pl.DataFrame
-    rank_pairs: pl.DataFrame
-    elbow: pl.DataFrame
-    tu_curves: pl.DataFrame
-    boot: BootstrapResult | None
-    tau: float
-    model: str
-    directions: dict[str, Direction] = field(default_factory=dict)
-
-    @property
-    def teacher_dataset(self) -> pl.DataFrame:
-        return self.aggregates.by_dataset
+__all__ = ["ReportConfig", "ReportData", "ReportResult", "assemble", "build_reports", "compute_report",
+           "write_report"]
 
 
 @dataclass(slots=True)
@@ -95,29 +58,25 @@ class ReportResult:
     data: ReportData | None = None
 
 
-def compute_report(
-    store: Store,
-    tau: float = DEFAULT_TAU,
-    model: str = DEFAULT_MODEL,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    extra_teacher_columns: Sequence[pl.DataFrame] = (),
-    extra_directions: Mapping[str, Direction] | None = None,
-    n_bins: int = N_BINS,
-) -> ReportData:
-    """Read the store and compute every report table (bootstrap skipped when n_resamples == 0)."""
-    traces = index_traces(trace_table(store, tau=tau, model=model))
-    students = student_table(store)
+def compute_report(store: Store, config: ReportConfig | None = None) -> ReportData:
+    """Read the store and compute every report table (bootstrap skipped when resamples == 0)."""
     import polars as pl
 
+    config = config or ReportConfig()
+    traces = index_traces(trace_table(store, config.efficiency))
+    students = student_table(store)
     # Only transfer traces (correct, m >= 1) take part; rollouts of any other trace are ignored.
     transfer_traces = traces.filter(pl.col("transfer"))
-    depths = rollout_depths(store, transfer_traces, students) if students.height else empty_depths()
-    tt = transfer_table(depths, n_bins)
+    depths = reads.rollout_depths(store, transfer_traces, students) if students.height else empty_depths()
+    tt = transfer_table(depths, config.n_bins)
     del depths
-    sweep = redundancy_sweep_table(store, list(SWEEP_THRESHOLDS), model)
-    return assemble(traces, students, tt, sweep, tau, model, n_resamples, seed, extra_teacher_columns,
-                    extra_directions)
+    sweep = reads.redundancy_sweep(store, SWEEP_THRESHOLDS, config.model, SEGMENTER_VERSION)
+    return assemble(traces, students, tt, sweep, config, teacher_columns(store))
+
+
+def _stage_metrics() -> list[str]:
+    """The (teacher, dataset)-level metrics whose rank stability across datasets/students is reported."""
+    return [m.name for m in all_metrics() if m.name in ci_metrics() and m.correlate]
 
 
 def assemble(
@@ -125,19 +84,15 @@ def assemble(
     students: pl.DataFrame,
     tt: TransferTable,
     sweep: pl.DataFrame,
-    tau: float = DEFAULT_TAU,
-    model: str = DEFAULT_MODEL,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    config: ReportConfig | None = None,
     extra_teacher_columns: Sequence[pl.DataFrame] = (),
-    extra_directions: Mapping[str, Direction] | None = None,
 ) -> ReportData:
     """Every report table from in-memory inputs (no store): the pure part of `compute_report`."""
     import polars as pl
 
+    config = config or ReportConfig()
     agg = aggregate(traces, tt, students)
     teacher = agg.by_teacher
-    extra_cols: list[str] = []
     for extra in extra_teacher_columns:
         if "teacher" not in extra.columns:
             raise ValueError("an extra teacher-level frame must have a `teacher` column")
@@ -145,14 +100,14 @@ def assemble(
         if clash:
             raise ValueError(f"extra teacher columns clash with report columns: {clash}")
         teacher = teacher.join(extra, on="teacher", how="left")
-        extra_cols += [c for c in extra.columns if c != "teacher"]
-    directions: dict[str, Direction] = {**RANKED_METRICS, **(extra_directions or {})}
+    directions = ranked_directions()
 
     ranks = rank_table(teacher, directions)
     teacher = teacher.join(ranks, on="teacher", how="left")
-    for x, x_dir, y, y_dir, col in FRONTIERS:
+    for x, y, col in FRONTIERS:
         teacher = teacher.with_columns(
-            pl.Series(col, pareto_frontier(teacher[x].to_list(), teacher[y].to_list(), x_dir, y_dir), dtype=pl.Boolean)
+            pl.Series(col, pareto_frontier(teacher[x].to_list(), teacher[y].to_list(), directions[x], directions[y]),
+                      dtype=pl.Boolean)
         )
 
     pairs = pair_frame(traces, tt, students)
@@ -160,32 +115,43 @@ def assemble(
     rp = pl.DataFrame(schema={"metric": pl.Utf8, "teacher_a": pl.Utf8, "teacher_b": pl.Utf8,
                               "p_a_better": pl.Float64, "p_b_better": pl.Float64,
                               "distinguishable": pl.Boolean, "n_resamples": pl.Int64})
-    if n_resamples > 0 and traces.height:
-        boot = bootstrap(traces, pairs, tt.curves, n_resamples, seed, tt.n_bins)
+    if config.resamples > 0 and traces.height:
+        boot = bootstrap(traces, pairs, tt.curves, config.resamples, config.seed, tt.n_bins)
         teacher = teacher.join(ci_table(boot), on="teacher", how="left")
         rp = rank_pairs(boot)
         teacher = teacher.join(indistinct_columns(rp, boot.teachers), on="teacher", how="left")
     else:
+        ranked = ranked_ci_metrics()
         teacher = teacher.with_columns(
-            *[pl.lit(None, pl.Float64).alias(f"{m}_ci_{s}") for m in CI_METRICS for s in ("low", "high")],
-            *[pl.lit(None, pl.Float64).alias(f"rank_{m}_ci_{s}") for m in RANKED_METRICS for s in ("low", "high")],
-            *[pl.lit(None, pl.Utf8).alias(f"rank_{m}_indistinct_from") for m in RANKED_METRICS],
+            *[pl.lit(None, pl.Float64).alias(f"{m}_ci_{s}") for m in ci_metrics() for s in ("low", "high")],
+            *[pl.lit(None, pl.Float64).alias(f"rank_{m}_ci_{s}") for m in ranked for s in ("low", "high")],
+            *[pl.lit(None, pl.Utf8).alias(f"rank_{m}_indistinct_from") for m in ranked],
         )
 
-    numeric_extra = [c for c in extra_cols if teacher.schema[c].is_numeric()]
-    corr_metrics = [*RANKED_METRICS, "student_baseline_acc", *numeric_extra]
+    corr_metrics = correlation_metrics(teacher)
     corr = correlation_table(teacher, corr_metrics)
-    by_ts = teacher_student_metrics(agg.by_student, STUDENT_STABILITY_METRICS)
+    transfer_cols = [m.name for m in metrics_from("transfer") if m.correlate]
+    by_ts = teacher_student_metrics(agg.by_student, transfer_cols)
     stability = pl.concat(
-        [rank_stability(agg.by_dataset, "dataset", STABILITY_METRICS),
-         rank_stability(by_ts, "student", STUDENT_STABILITY_METRICS)]
+        [rank_stability(agg.by_dataset, "dataset", _stage_metrics()),
+         rank_stability(by_ts, "student", transfer_cols)]
     )
     return ReportData(
         traces=traces, students=students, transfer=tt, aggregates=agg, teacher_metrics=teacher,
         correlations=corr, correlation_metrics=corr_metrics, rank_stability=stability,
         delta_tu=delta_tu(by_ts), rank_pairs=rp, elbow=redundancy_elbow(traces, sweep),
-        tu_curves=tu_curve_table(agg, boot), boot=boot, tau=tau, model=model, directions=directions,
+        tu_curves=tu_curve_table(agg, boot), boot=boot, config=config, directions=directions,
     )
+
+
+def correlation_metrics(teacher: pl.DataFrame) -> list[str]:
+    """The registered metrics that enter the Spearman matrix and have a numeric column, in column
+    order, then the members of metric families (reward models) that were run."""
+    names = [m.name for m in all_metrics() if m.correlate and not m.family and m.name in teacher.columns
+             and teacher.schema[m.name].is_numeric()]
+    families = [m.name for m in all_metrics() if m.family and m.correlate]
+    members = [c for c in teacher.columns for f in families if c.startswith(f"{f}_") and teacher.schema[c].is_numeric()]
+    return names + members
 
 
 def tu_curve_table(agg: Aggregates, boot: BootstrapResult | None) -> pl.DataFrame:
@@ -206,7 +172,7 @@ def tu_curve_table(agg: Aggregates, boot: BootstrapResult | None) -> pl.DataFram
     return c.join(band, on=["teacher", "bin"], how="left").sort("teacher", "bin")
 
 
-def write_report(data: ReportData, store: Store | None, out: str | Path, dashboard_traces: int = 10) -> list[str]:
+def write_report(data: ReportData, store: Store | None, out: str | Path) -> list[str]:
     """Write every file of the report directory; returns their names."""
     from legival_core.reports.dashboard import dashboard_html
     from legival_core.reports.plots import write_plots
@@ -231,26 +197,17 @@ def write_report(data: ReportData, store: Store | None, out: str | Path, dashboa
     data.traces.drop("tix").write_parquet(out / "traces.parquet")
     files.append("traces.parquet")
     if store is not None:
-        write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
+        reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")
     files += write_plots(data, out)
-    (out / "index.html").write_text(dashboard_html(data, store, dashboard_traces, image_dir=out), encoding="utf-8")
+    (out / "index.html").write_text(dashboard_html(data, store, data.config.dashboard_traces, image_dir=out),
+                                    encoding="utf-8")
     files.append("index.html")
     return files
 
 
-def build_reports(
-    store: Store,
-    out: str | Path,
-    tau: float = DEFAULT_TAU,
-    model: str = DEFAULT_MODEL,
-    n_resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    extra_teacher_columns: Sequence[pl.DataFrame] = (),
-    extra_directions: Mapping[str, Direction] | None = None,
-    dashboard_traces: int = 10,
-) -> ReportResult:
+def build_reports(store: Store, out: str | Path, config: ReportConfig | None = None) -> ReportResult:
     """`legival report`: compute everything from the store and write the report directory."""
-    data = compute_report(store, tau, model, n_resamples, seed, extra_teacher_columns, extra_directions)
-    files = write_report(data, store, out, dashboard_traces)
+    data = compute_report(store, config)
+    files = write_report(data, store, out)
     return ReportResult(teacher_dataset=data.teacher_dataset, files=files, data=data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from legival_core.metrics.efficiency import SWEEP_THRESHOLDS
+from legival_core.metrics.redundancy import SWEEP_THRESHOLDS
 from legival_core.reports.stats import rank_values
 
 if TYPE_CHECKING:

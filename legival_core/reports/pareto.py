@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from legival_core.reports.aggregate import Direction
+from legival_core.metrics.base import Direction
 
-# (x metric, its direction, y metric, its direction, output column)
-FRONTIERS: tuple[tuple[str, Direction, str, Direction, str], ...] = (
-    ("token_len_median", "lower", "fotu", "higher", "on_pareto_frontier"),
-    ("redundancy", "lower", "sotu", "higher", "on_pareto_frontier_redundancy_sotu"),
+FRONTIERS: tuple[tuple[str, str, str], ...] = (
+    ("token_len_median", "fotu", "on_pareto_frontier"),
+    ("redundancy", "sotu", "on_pareto_frontier_redundancy_sotu"),
 )
+"""(x metric, y metric, output column) of the frontiers in teacher_metrics.csv (SPEC section 5: cost
+against transfer); each axis's better direction is the registry's. The dashboard offers every
+ranked metric as an axis."""
 
 
 def pareto_frontier(

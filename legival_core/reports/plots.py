@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from legival_core.reports.build import ReportData
+    from legival_core.reports.data import ReportData
 
 PLOT_FILES = ("pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png")
 _NO_DATA = "no data yet"
@@ -50,7 +50,7 @@ def pareto_figure(data: ReportData) -> Any:
     t = data.teacher_metrics
     colors = _colors(t["teacher"].to_list())
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
-    for ax, (x, _xd, y, _yd, col) in zip(axes, FRONTIERS, strict=True):
+    for ax, (x, y, col) in zip(axes, FRONTIERS, strict=True):
         rows = [r for r in t.select("teacher", x, y, col).iter_rows() if r[1] is not None and r[2] is not None]
         ax.set_xlabel(f"{x} (lower is better)")
         ax.set_ylabel(f"{y} (higher is better)")

@@ -14,21 +14,18 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
-from legival_core.embed import DEFAULT_MODEL
-from legival_core.metrics.efficiency import DEFAULT_TAU
-from legival_core.reports.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from legival_core.reports.build import compute_report
+from legival_core.reports.dashboard import dashboard_html, safe_json, trace_details, trace_list
+from legival_core.reports.data import ReportConfig
+from legival_core.reports.plots import write_plots
 from legival_core.store import Store
 
 
-def make_server(
-    store: Store, port: int = 8765, tau: float = DEFAULT_TAU, model: str = DEFAULT_MODEL,
-    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-) -> HTTPServer:
-    from legival_core.reports.build import compute_report
-    from legival_core.reports.dashboard import dashboard_html, safe_json, trace_details, trace_list
-    from legival_core.reports.plots import write_plots
-
-    data = compute_report(store, tau=tau, model=model, n_resamples=n_resamples, seed=seed)
+def make_server(store: Store, port: int = 8765, config: ReportConfig | None = None) -> HTTPServer:
+    """The page is `compute_report`'s, the same code path as `legival report` (one dashboard)."""
+    config = config or ReportConfig()
+    tau, model = config.tau, config.model
+    data = compute_report(store, config)
     with tempfile.TemporaryDirectory() as tmp:
         write_plots(data, Path(tmp))
         page = dashboard_html(data, store, live=True, image_dir=Path(tmp)).encode("utf-8")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from legival_core.reports.aggregate import Direction
+from legival_core.metrics.base import Direction
 
 if TYPE_CHECKING:
     import numpy as np

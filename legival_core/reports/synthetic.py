@@ -12,20 +12,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from legival_core.datasets.base import get_dataset
-from legival_core.embed import DEFAULT_MODEL
-from legival_core.metrics.efficiency import (
-    DEFAULT_TAU,
-    LEXICAL_BACKTRACKING_VERSION,
-    REDUNDANCY_VERSION,
-    STEP_LEN_VERSION,
-    TOKEN_LEN_VERSION,
-)
+from legival_core.datasets.base import grader_key
+from legival_core.metrics.backtracking import BACKTRACKING
+from legival_core.metrics.redundancy import REDUNDANCY
+from legival_core.metrics.step_len import STEP_LEN
+from legival_core.metrics.token_len import TOKEN_LEN
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.stages.efficiency import redundancy_params
+from legival_core.spec import Efficiency, Transfer
 from legival_core.store import Store
 from legival_core.tokens import ENCODING_NAME
-from legival_core.transfer.metrics import N_BINS
+from legival_core.transfer.utility import bins_of
 from legival_core.types import canonical_json
 
 if TYPE_CHECKING:
@@ -53,6 +49,7 @@ def fill_synthetic(
     with_text: bool = True,
     with_similarities: bool = True,
     accuracy_range: tuple[float, float] = (0.45, 0.85),
+    n_bins: int = Transfer().n_bins,
 ) -> SyntheticCounts:
     """Insert `traces_per_cell` traces per (teacher, dataset) (problem i of a dataset is shared by all
     teachers), their grades and metrics, and rollouts of every student on the correct ones."""
@@ -88,7 +85,7 @@ def fill_synthetic(
         store.insert_rows("steps", step_rows)
         store.insert_arrow("step_counts", pa.table({
             "trace_id": tid, "segmenter": [SEGMENTER_VERSION] * size, "m": m.astype(np.int32)}))
-    graders = {d: f"{get_dataset(d).name}@{get_dataset(d).grader_version}" for d in datasets}
+    graders = {d: grader_key(d) for d in datasets}
     store.insert_arrow("grades", pa.table({
         "trace_id": tid, "grader": [graders[d] for d in dataset], "extracted": ["1"] * size,
         "correct": correct, "status": np.where(rng.random(size) < 0.03, "unparsed", "ok"),
@@ -96,14 +93,15 @@ def fill_synthetic(
     token_len = (m * rng.integers(15, 40, size=size) * (1 + 0.3 * ti / max(n_t, 1))).astype(np.int64)
     redundancy = np.round(rng.beta(2, 6, size=size), 3) * (m >= 2)
     backtracking = np.round(rng.beta(1, 8, size=size), 3)
-    seg = canonical_json({"segmenter": SEGMENTER_VERSION})
+    eff = Efficiency()
     metric_rows = [
-        ("token_len", canonical_json({"encoding": ENCODING_NAME}), TOKEN_LEN_VERSION, token_len, ENCODING_NAME),
-        ("step_len", seg, STEP_LEN_VERSION, m, "punkt"),
-        ("redundancy", redundancy_params(DEFAULT_TAU, DEFAULT_MODEL), REDUNDANCY_VERSION, redundancy, DEFAULT_MODEL),
-        ("backtracking", seg, LEXICAL_BACKTRACKING_VERSION, backtracking, "lexical"),
+        (TOKEN_LEN, token_len, ENCODING_NAME),
+        (STEP_LEN, m, "punkt"),
+        (REDUNDANCY, redundancy, eff.model),
+        (BACKTRACKING, backtracking, "lexical"),
     ]
-    for metric, params, version, values, method in metric_rows:
+    for tm, values, method in metric_rows:
+        metric, params, version = tm.name, canonical_json(tm.params(eff)), tm.version
         store.insert_arrow("trace_metrics", pa.table({
             "trace_id": tid, "metric": [metric] * size, "params": [params] * size, "code_version": [version] * size,
             "value": values.astype(np.float64), "method": [method] * size, "status": ["ok"] * size,
@@ -115,7 +113,7 @@ def fill_synthetic(
         idx = np.concatenate([np.arange(2, k + 1) for k in m]) if reps.sum() else np.zeros(0, np.int64)
         n_sim = len(sim_tid)
         store.insert_arrow("step_similarity", pa.table({
-            "trace_id": sim_tid, "model": [DEFAULT_MODEL] * n_sim, "segmenter": [SEGMENTER_VERSION] * n_sim,
+            "trace_id": sim_tid, "model": [eff.model] * n_sim, "segmenter": [SEGMENTER_VERSION] * n_sim,
             "idx": idx.astype(np.int32), "max_prev_cos": rng.beta(5, 2, size=n_sim),
         }))
     store.insert_rows("students", [
@@ -135,7 +133,7 @@ def fill_synthetic(
         ok = rng.random(len(k)) < p_ok
         overflow = rng.random(len(k)) < 0.01 * frac
         forced = rng.random(len(k)) < 0.1
-        nb = np.where(k == 0, 0, (N_BINS * k + mm - 1) // mm)
+        nb = bins_of(k, mm, n_bins)
         n_roll += len(k)
         store.insert_arrow("rollouts", pa.table({
             "trace_id": tid[rows], "student_key": [f"key-{s}"] * len(k), "k": k.astype(np.int32),

@@ -1,8 +1,8 @@
 """Reward-model scoring of traces and its correlation with transfer utility (paper section 5.3)."""
 
-from legival_core.rewards.correlate import rm_correlations, teacher_columns
 from legival_core.rewards.models import (
     DEFAULT_MODELS,
+    RM_CODE_VERSION,
     ProcessRewardModel,
     RewardModelSpec,
     RewardModelUnavailable,
@@ -12,5 +12,5 @@ from legival_core.rewards.models import (
     load_reward_model,
 )
 
-__all__ = ["DEFAULT_MODELS", "ProcessRewardModel", "RewardModelSpec", "RewardModelUnavailable",
-           "ScalarRewardModel", "Score", "TraceInput", "load_reward_model", "rm_correlations", "teacher_columns"]
+__all__ = ["DEFAULT_MODELS", "RM_CODE_VERSION", "ProcessRewardModel", "RewardModelSpec", "RewardModelUnavailable",
+           "ScalarRewardModel", "Score", "TraceInput", "load_reward_model"]

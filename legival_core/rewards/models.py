@@ -22,6 +22,8 @@ from typing import Any, Literal
 Kind = Literal["scalar", "prm"]
 Aggregate = Literal["min", "mean", "last"]
 PRM_AGGREGATES: tuple[Aggregate, ...] = ("min", "mean", "last")
+RM_CODE_VERSION = "rm-1"
+"""Code version of the reward-model rows (bump when scoring changes)."""
 PRM_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
 

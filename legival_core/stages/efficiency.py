@@ -1,36 +1,87 @@
-"""The efficiency stage: compute what the store is missing, and nothing else (SPEC section 3).
+"""The segment and efficiency stages: steps, and every registered per-trace efficiency metric (SPEC
+section 3), computed for the traces that lack them and nothing else.
 
-Three passes, each keyed so a rerun does no work: (1) segment traces that have no steps for the
-current segmenter; (2) token length, step length and lexical backtracking for traces without those
-metric rows at the current code version; (3) redundancy: embed the steps of every trace that has no
-stored similarities for the embedding model, in ONE batched call across traces, store r_i per step,
-and derive the redundancy row for the requested tau from the stored r_i (a new tau needs no model).
+Segmentation stores the Punkt steps of every trace that has none (other stages require it). The
+efficiency stage computes, per trace, the registered `TraceMetric`s with a `compute` function
+(token length, step length, lexical backtracking, and any metric module added to
+`legival_core/metrics/`) and redundancy: the steps of every trace without stored similarities are
+embedded in ONE batched call per chunk of traces, r_i is stored per step, and the redundancy row for
+the requested tau is derived from the stored r_i (a new tau needs no model). Each chunk commits in
+one transaction, so a crash loses at most one chunk and a rerun computes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from legival_core.embed import DEFAULT_MODEL, embed
-from legival_core.metrics.efficiency import (
-    DEFAULT_TAU,
-    LEXICAL_BACKTRACKING_VERSION,
-    REDUNDANCY_VERSION,
-    STEP_LEN_VERSION,
-    TOKEN_LEN_VERSION,
-    lexical_backtracking_steps,
-    max_prev_similarity,
-    redundancy,
-)
+from legival_core.embed import embed
+from legival_core.metrics.base import MetricValue, TraceText, stored_trace_metrics
+from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy
 from legival_core.segment import SEGMENTER_VERSION, sentence_spans
+from legival_core.spec import Efficiency
+from legival_core.stages.base import Executor, Plan, Work, register_stage
 from legival_core.store import Store
-from legival_core.tokens import ENCODING_NAME, token_lens
+from legival_core.store import planner as reads
 from legival_core.types import Span, Steps, canonical_json
 
-Progress = Callable[[str, int, int], None]
-"""progress(phase, done, total)."""
+register_stage("segment", "legival efficiency --db DB", description="Punkt steps of every trace (SPEC section 1)")
+register_stage("efficiency", "legival efficiency --db DB", needs=("segment",),
+               description="token/step length, redundancy, lexical backtracking (SPEC section 3)")
+
+
+# ------------------------------------------------------------------------------------------ segment
+
+
+@dataclass(slots=True)
+class SegmentSummary:
+    segmented: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentStage:
+    """Store the steps of the traces that have none for the current segmenter."""
+
+    name: str = "segment"
+    needs: tuple[str, ...] = ()
+    chunk: int = 5000
+
+    def plan(self, store: Store) -> Plan[tuple[str, str], SegmentSummary]:
+        todo = reads.traces_missing_steps(store, SEGMENTER_VERSION)
+        units = list(zip(todo["trace_id"].to_list(), todo["reasoning"].to_list(), strict=True))
+        return Plan(units, SegmentSummary(), total=len(units))
+
+    def run(self, units: Sequence[tuple[str, str]], executor: Executor) -> Iterator[list[dict[str, Any]]]:
+        return executor.run(Work(_no_worker, _segment_chunk, self.chunk), units)
+
+    def commit(self, store: Store, results: Sequence[dict[str, Any]], plan: Plan[Any, SegmentSummary]) -> int:
+        with store.transaction():
+            for r in results:
+                store.insert_rows("steps", r["steps"])
+            store.insert_rows("step_counts", [r["count"] for r in results])
+        plan.summary.segmented += len(results)
+        return len(results)
+
+
+def _no_worker() -> None:
+    return None
+
+
+def _segment_chunk(_w: None, units: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    out = []
+    for tid, text in units:
+        spans = sentence_spans(text)
+        out.append({
+            "count": {"trace_id": tid, "segmenter": SEGMENTER_VERSION, "m": len(spans)},
+            "steps": [{"trace_id": tid, "segmenter": SEGMENTER_VERSION, "idx": i, "start_char": sp.start,
+                       "end_char": sp.end} for i, sp in enumerate(spans, start=1)],
+        })
+    return out
+
+
+# ---------------------------------------------------------------------------------------- efficiency
 
 
 @dataclass(slots=True)
@@ -46,124 +97,146 @@ class EfficiencySummary:
         return asdict(self)
 
 
-def redundancy_params(tau: float, model: str) -> str:
-    return canonical_json({"model": model, "segmenter": SEGMENTER_VERSION, "tau": tau})
+@dataclass(frozen=True, slots=True)
+class EfficiencyUnit:
+    """One trace: its text and steps, the metrics it lacks, and its stored r_i (None: embed it)."""
+
+    trace_id: str
+    reasoning: str
+    spans: tuple[tuple[int, int], ...]
+    metrics: tuple[str, ...]
+    redundancy: bool
+    known_r: tuple[float, ...] | None
 
 
-def compute_efficiency(
-    store: Store,
-    tau: float = DEFAULT_TAU,
-    model: str = DEFAULT_MODEL,
-    progress: Progress | None = None,
-    chunk_traces: int = 1000,
-) -> EfficiencySummary:
-    s = EfficiencySummary()
-    s.segmented = segment_missing(store)
-    s.length_rows = _lengths_missing(store)
-    _redundancy_missing(store, tau, model, s, progress, chunk_traces)
+@dataclass(frozen=True, slots=True)
+class EfficiencyResult:
+    trace_id: str
+    metric_rows: tuple[dict[str, Any], ...]
+    similarity_rows: tuple[dict[str, Any], ...]
+    embedded_sentences: int
+    embed_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyStage:
+    config: Efficiency
+    chunk: int = 1000
+    """Traces per chunk: bounds memory, batches the embedding call, and is the commit unit."""
+    name: str = "efficiency"
+    needs: tuple[str, ...] = ("segment",)
+
+    @property
+    def requires(self) -> tuple[SegmentStage]:
+        return (SegmentStage(),)
+
+    def plan(self, store: Store) -> Plan[EfficiencyUnit, EfficiencySummary]:
+        missing: dict[str, dict[str, Any]] = {}
+        for tm in stored_trace_metrics("efficiency"):
+            todo = reads.traces_missing_metric(store, tm.name, canonical_json(tm.params(self.config)), tm.version)
+            for tid, text in zip(todo["trace_id"], todo["reasoning"], strict=True):
+                missing.setdefault(tid, {"text": text, "metrics": []})["metrics"].append(tm.name)
+        ids = list(missing)
+        spans = reads.step_spans(store, ids, SEGMENTER_VERSION)
+        red = [t for t in ids if REDUNDANCY.name in missing[t]["metrics"]]
+        known = reads.max_prev_similarities(store, red, self.config.model, SEGMENTER_VERSION)
+        units = [
+            EfficiencyUnit(
+                t, missing[t]["text"], tuple(spans[t]),
+                tuple(m for m in missing[t]["metrics"] if m != REDUNDANCY.name),
+                REDUNDANCY.name in missing[t]["metrics"],
+                tuple(known[t]) if t in known else (() if len(spans[t]) < 2 else None),
+            )
+            for t in ids
+        ]
+        # Traces that need embedding first, as the old stage did: a chunk's embedding batch stays full.
+        units.sort(key=lambda u: (u.known_r is not None, u.trace_id))
+        return Plan(units, EfficiencySummary(), total=len(units))
+
+    def run(self, units: Sequence[EfficiencyUnit], executor: Executor) -> Iterator[list[EfficiencyResult]]:
+        return executor.run(Work(_no_worker, _EfficiencyChunk(self.config), self.chunk), units)
+
+    def commit(self, store: Store, results: Sequence[EfficiencyResult], plan: Plan[Any, EfficiencySummary]) -> int:
+        s = plan.summary
+        metric_rows = [r for res in results for r in res.metric_rows]
+        with store.transaction():
+            store.insert_rows("step_similarity", [r for res in results for r in res.similarity_rows])
+            inserted = store.insert_rows("trace_metrics", metric_rows)
+        s.redundancy_rows += sum(1 for r in metric_rows if r["metric"] == REDUNDANCY.name)
+        s.length_rows += sum(1 for r in metric_rows if r["metric"] != REDUNDANCY.name)
+        s.embedded_traces += sum(1 for res in results if res.embedded_sentences)
+        s.embedded_sentences += sum(res.embedded_sentences for res in results)
+        s.embed_seconds += sum(res.embed_seconds for res in results)
+        del inserted
+        return len(results)
+
+
+@dataclass(frozen=True, slots=True)
+class _EfficiencyChunk:
+    """Compute one chunk of traces (picklable: the config is its only state)."""
+
+    config: Efficiency
+
+    def __call__(self, _w: None, units: Sequence[EfficiencyUnit]) -> list[EfficiencyResult]:
+        cfg = self.config
+        texts = {u.trace_id: TraceText(u.trace_id, u.reasoning, Steps(u.reasoning, tuple(Span(a, b) for a, b in u.spans)))
+                 for u in units}
+        rows: dict[str, list[dict[str, Any]]] = {u.trace_id: [] for u in units}
+        for tm in stored_trace_metrics("efficiency"):
+            if tm.compute is None:
+                continue
+            want = [texts[u.trace_id] for u in units if tm.name in u.metrics]
+            if not want:
+                continue
+            params = canonical_json(tm.params(cfg))
+            for t, v in zip(want, tm.compute(want, cfg), strict=True):
+                rows[t.trace_id].append(_metric_row(t.trace_id, tm.name, params, tm.version, v))
+        need = [u for u in units if u.redundancy and u.known_r is None]
+        sentences = [u.reasoning[a:b] for u in need for a, b in u.spans]
+        t0 = time.perf_counter()
+        emb = embed(sentences, cfg.model) if sentences else None
+        seconds = time.perf_counter() - t0 if sentences else 0.0
+        r_of: dict[str, tuple[float, ...]] = {u.trace_id: u.known_r for u in units if u.known_r is not None}
+        sims: dict[str, list[dict[str, Any]]] = {}
+        offset = 0
+        for u in need:
+            m = len(u.spans)
+            r = max_prev_similarity(emb[offset : offset + m].copy()) if emb is not None else []
+            offset += m
+            r_of[u.trace_id] = tuple(r)
+            sims[u.trace_id] = [{"trace_id": u.trace_id, "model": cfg.model, "segmenter": SEGMENTER_VERSION,
+                                 "idx": i, "max_prev_cos": v} for i, v in enumerate(r, start=2)]
+        params = canonical_json(REDUNDANCY.params(cfg))
+        for u in units:
+            if u.redundancy:
+                v = MetricValue(redundancy(r_of[u.trace_id], cfg.tau), cfg.model)
+                rows[u.trace_id].append(_metric_row(u.trace_id, REDUNDANCY.name, params, REDUNDANCY.version, v))
+        n_sent = {u.trace_id: len(u.spans) for u in need}
+        return [EfficiencyResult(u.trace_id, tuple(rows[u.trace_id]), tuple(sims.get(u.trace_id, ())),
+                                 n_sent.get(u.trace_id, 0), seconds * n_sent.get(u.trace_id, 0) / max(1, len(sentences)))
+                for u in units]
+
+
+def _metric_row(trace_id: str, metric: str, params: str, version: str, v: MetricValue) -> dict[str, Any]:
+    return {"trace_id": trace_id, "metric": metric, "params": params, "code_version": version,
+            "value": None if v.value is None else float(v.value), "method": v.method, "status": v.status,
+            "detail": v.detail}
+
+
+def compute_efficiency(store: Store, config: Efficiency, executor: Executor | None = None,
+                       progress: Any = None) -> EfficiencySummary:
+    """Segment, then compute every missing efficiency metric: what `legival efficiency` and the
+    Prefect `efficiency` task both run."""
+    from legival_core.stages.base import run_stage
+
+    seg = run_stage(SegmentStage(), store)
+    s = run_stage(EfficiencyStage(config), store, executor, progress)
+    s.segmented = seg.segmented
     return s
 
 
-def segment_missing(store: Store) -> int:
-    """Segment every trace that has no steps for the current segmenter; returns how many."""
-    todo = store.traces_missing_steps(SEGMENTER_VERSION)
-    if todo.height == 0:
-        return 0
-    steps: list[dict[str, Any]] = []
-    counts: list[dict[str, Any]] = []
-    for tid, text in zip(todo["trace_id"], todo["reasoning"], strict=True):
-        spans = sentence_spans(text)
-        counts.append({"trace_id": tid, "segmenter": SEGMENTER_VERSION, "m": len(spans)})
-        steps.extend(
-            {"trace_id": tid, "segmenter": SEGMENTER_VERSION, "idx": i, "start_char": sp.start, "end_char": sp.end}
-            for i, sp in enumerate(spans, start=1)
-        )
-    with store.transaction():
-        store.insert_rows("steps", steps)
-        store.insert_rows("step_counts", counts)
-    return todo.height
+def ensure_steps(store: Store) -> int:
+    """Segment the traces that have no steps (what transfer, judge and quality read); returns how many."""
+    from legival_core.stages.base import run_stage
 
-
-def _lengths_missing(store: Store) -> int:
-    tok_params = canonical_json({"encoding": ENCODING_NAME})
-    seg_params = canonical_json({"segmenter": SEGMENTER_VERSION})
-    rows: list[dict[str, Any]] = []
-
-    todo = store.traces_missing_metric("token_len", tok_params, TOKEN_LEN_VERSION)
-    if todo.height:
-        for tid, n in zip(todo["trace_id"], token_lens(todo["reasoning"].to_list()), strict=True):
-            rows.append(_metric_row(tid, "token_len", tok_params, TOKEN_LEN_VERSION, n, ENCODING_NAME))
-
-    for metric, version in (("step_len", STEP_LEN_VERSION), ("backtracking", LEXICAL_BACKTRACKING_VERSION)):
-        todo = store.traces_missing_metric(metric, seg_params, version)
-        if not todo.height:
-            continue
-        spans = store.step_spans(todo["trace_id"].to_list(), SEGMENTER_VERSION)
-        for tid, text in zip(todo["trace_id"], todo["reasoning"], strict=True):
-            steps = Steps(text, tuple(Span(a, b) for a, b in spans[tid]))
-            if metric == "step_len":
-                rows.append(_metric_row(tid, metric, seg_params, version, steps.m, "punkt"))
-            else:
-                flagged = lexical_backtracking_steps(steps)
-                value = len(flagged) / steps.m if steps.m else 0.0
-                rows.append(_metric_row(tid, metric, seg_params, version, value, "lexical",
-                                        canonical_json({"steps": list(flagged)})))
-    with store.transaction():
-        store.insert_rows("trace_metrics", rows)
-    return len(rows)
-
-
-def _redundancy_missing(
-    store: Store, tau: float, model: str, s: EfficiencySummary, progress: Progress | None, chunk: int
-) -> None:
-    import time
-
-    params = redundancy_params(tau, model)
-    todo = store.traces_missing_metric("redundancy", params, REDUNDANCY_VERSION)
-    if todo.height == 0:
-        return
-    ids = todo["trace_id"].to_list()
-    texts = dict(zip(ids, todo["reasoning"].to_list(), strict=True))
-    spans = store.step_spans(ids, SEGMENTER_VERSION)
-    known = store.max_prev_similarities(ids, model, SEGMENTER_VERSION)
-    need = [t for t in ids if t not in known and len(spans[t]) >= 2]
-    total = len(need)
-    done = 0
-    if progress:
-        progress("embed", 0, total)
-    # Chunks bound memory and let each chunk commit: a crash loses at most one chunk of work.
-    for start in range(0, total, chunk):
-        part = need[start : start + chunk]
-        sentences = [texts[t][a:b] for t in part for a, b in spans[t]]
-        t0 = time.perf_counter()
-        emb = embed(sentences, model)
-        s.embed_seconds += time.perf_counter() - t0
-        s.embedded_sentences += len(sentences)
-        sim_rows: list[dict[str, Any]] = []
-        offset = 0
-        for t in part:
-            m = len(spans[t])
-            r = max_prev_similarity(emb[offset : offset + m].copy())
-            offset += m
-            known[t] = r
-            sim_rows.extend(
-                {"trace_id": t, "model": model, "segmenter": SEGMENTER_VERSION, "idx": i, "max_prev_cos": v}
-                for i, v in enumerate(r, start=2)
-            )
-        with store.transaction():
-            store.insert_rows("step_similarity", sim_rows)
-        done += len(part)
-        s.embedded_traces += len(part)
-        if progress:
-            progress("embed", done, total)
-    rows = [_metric_row(t, "redundancy", params, REDUNDANCY_VERSION, redundancy(known.get(t, []), tau), model)
-            for t in ids]
-    with store.transaction():
-        s.redundancy_rows = store.insert_rows("trace_metrics", rows).inserted
-
-
-def _metric_row(
-    trace_id: str, metric: str, params: str, version: str, value: float, method: str, detail: str | None = None
-) -> dict[str, Any]:
-    return {"trace_id": trace_id, "metric": metric, "params": params, "code_version": version,
-            "value": float(value), "method": method, "status": "ok", "detail": detail}
+    return run_stage(SegmentStage(), store).segmented

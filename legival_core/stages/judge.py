@@ -42,9 +42,9 @@ from legival_core.judges import (
     backtracking_fraction,
     estimate_cost,
 )
-from legival_core.judges.prompt import SYSTEM_PROMPTS
+from legival_core.judges.prompt import has_rubric
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.stages.efficiency import segment_missing
+from legival_core.stages.efficiency import ensure_steps as segment_missing
 from legival_core.store import Store
 from legival_core.types import canonical_json, content_hash
 
@@ -153,7 +153,7 @@ def select_traces(
     for tid, dataset, status in rows:
         if status is not None and not (retry_failed and status == "failed"):
             cached += 1
-        elif dataset not in SYSTEM_PROMPTS:
+        elif not has_rubric(dataset):
             no_rubric += 1
         elif tid not in exclude:
             todo.append(tid)

@@ -46,7 +46,6 @@ from legival_core.quality.consistency import (
     NLI_WINDOW,
     nli_consistency,
 )
-from legival_core.quality.dimensions import DIMENSIONS, dimension_scores
 from legival_core.quality.fluency import EMBEDDED_LM, PERPLEXITY_VERSION
 from legival_core.quality.informativeness import (
     BERTSCORE_VERSION,
@@ -54,6 +53,7 @@ from legival_core.quality.informativeness import (
     DEFAULT_BERTSCORE_MODEL,
     DEFAULT_BLEURT_CKPT,
 )
+from legival_core.metrics.quality import METRIC_GROUPS, QUALITY_METRICS, resolve_groups
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.types import canonical_json
 
@@ -68,22 +68,6 @@ Progress = Callable[[str, int, int], None]
 Z3_VERSION = "z3-extract-1"
 Z3_DATASETS = ("gsm8k",)
 
-METRIC_GROUPS: dict[str, tuple[str, ...]] = {
-    "clarity": ("clarity_clx", "clarity_rd", "clarity_se", "clarity_dc", "clarity_ss"),
-    "cohesion": ("cohesion", "cohesion_band_ratio"),
-    "coherence_momentum": ("coherence_momentum",),
-    "cross_encoder": ("cross_encoder",),
-    "nli": ("nli_q2s_mean", "nli_q2s_max", "nli_intra", "nli_support"),
-    "alignscore": ("alignscore",),
-    "factcc": ("factcc",),
-    "perplexity": ("perplexity",),
-    "bertscore": ("bertscore_f1",),
-    "bleurt": ("bleurt",),
-    "z3": ("z3_acs", "z3_fas0", "z3_jss", "z3_rcr"),
-}
-"""Group name (what `--metrics` takes) -> the metric rows it writes; the first one keys "missing"."""
-
-QUALITY_METRICS: tuple[str, ...] = tuple(m for ms in METRIC_GROUPS.values() for m in ms)
 GroupName = Literal["clarity", "cohesion", "coherence_momentum", "cross_encoder", "nli", "alignscore", "factcc",
                     "perplexity", "bertscore", "bleurt", "z3"]
 
@@ -205,7 +189,7 @@ def _cohesion(g: _Group, store: Store, cfg: QualityConfig) -> Computer | Unavail
     import numpy as np
 
     from legival_core.embed import embed, resolve_model_path
-    from legival_core.stages.efficiency import segment_missing
+    from legival_core.stages.efficiency import ensure_steps as segment_missing
 
     try:
         resolve_model_path(cfg.embed_model)
@@ -398,22 +382,6 @@ def _chunks(df: pl.DataFrame, size: int) -> Iterator[pl.DataFrame]:
         yield df.slice(a, size)
 
 
-def resolve_groups(metrics: Sequence[str] | None) -> list[str]:
-    """Group names from `--metrics` (group names or metric names); all groups when None."""
-    if not metrics:
-        return list(METRIC_GROUPS)
-    out: list[str] = []
-    for name in metrics:
-        key = name.strip().lower()
-        group = key if key in METRIC_GROUPS else next((g for g, ms in METRIC_GROUPS.items() if key in ms), None)
-        if group is None:
-            raise ValueError(f"unknown quality metric {name!r}; known: {', '.join(METRIC_GROUPS)} "
-                             f"(or one of {', '.join(QUALITY_METRICS)})")
-        if group not in out:
-            out.append(group)
-    return out
-
-
 def compute_quality(
     store: Store,
     metrics: Sequence[str] | None = None,
@@ -476,33 +444,3 @@ def _drop_unavailable(store: Store, g: _Group, ids: list[str]) -> None:
 
 
 # ------------------------------------------------------------------ teacher-level table
-
-
-def quality_teacher_table(store: Store, group_by: Sequence[str] = ("teacher", "dataset")) -> pl.DataFrame:
-    """Teacher-level means of every quality metric (status 'ok' rows; per metric, the params and code
-    version with the most rows), `z3_extraction_rate`, `<metric>_norm`, `dim_*`, `global_index`.
-    Min-max runs across teachers within each dataset when `dataset` is in `group_by`."""
-    import polars as pl
-
-    keys = list(group_by)
-    rows = store.query(
-        "WITH m AS (SELECT x.*, t.teacher, t.dataset FROM trace_metrics x JOIN traces t USING (trace_id) "
-        f"WHERE x.metric IN ({', '.join('?' for _ in QUALITY_METRICS)})), "
-        "pick AS (SELECT metric, params, code_version, count(*) FILTER (WHERE status = 'ok') AS n_ok, "
-        "row_number() OVER (PARTITION BY metric ORDER BY count(*) FILTER (WHERE status = 'ok') DESC, "
-        "params DESC, code_version DESC) AS r FROM m GROUP BY metric, params, code_version) "
-        "SELECT m.teacher, m.dataset, m.trace_id, m.metric, m.value, m.status FROM m JOIN pick p "
-        "ON p.metric = m.metric AND p.params = m.params AND p.code_version = m.code_version WHERE p.r = 1",
-        list(QUALITY_METRICS),
-    )
-    base = store.query("SELECT DISTINCT teacher, dataset FROM traces ORDER BY teacher, dataset").select(
-        keys).unique(maintain_order=True)
-    if rows.height == 0:
-        return dimension_scores(base, DIMENSIONS, [k for k in keys if k != "teacher"])
-    ok = rows.filter(pl.col("status") == "ok")
-    means = ok.group_by([*keys, "metric"]).agg(pl.col("value").mean()).pivot(
-        on="metric", index=keys, values="value")
-    z3 = rows.filter(pl.col("metric") == "z3_acs").group_by(keys).agg(
-        (pl.col("status") != "unparsed").mean().alias("z3_extraction_rate"))
-    table = base.join(means, on=keys, how="left").join(z3, on=keys, how="left")
-    return dimension_scores(table, DIMENSIONS, [k for k in keys if k != "teacher"]).sort(keys)

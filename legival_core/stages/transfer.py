@@ -2,9 +2,12 @@
 
 Computes only what is missing: a rollout is keyed by (trace_id, student_key, k, sample), and the
 student key hashes model, decoding, prompt version and profile, so a rerun, or another backend
-serving the same model, reuses every stored rollout. Work goes to the backend one chunk of traces at
-a time, all depths of a trace together in ascending order (prefix-cache locality), and each chunk is
-committed before the next starts: a crash loses at most one chunk.
+serving the same model, reuses every stored rollout. The stage's units are traces with their missing
+depths; an executor sends them to student workers a chunk of traces at a time, all depths of a trace
+together in ascending order and every trace to the same worker (prefix-cache locality), and each
+finished chunk is committed: a crash loses at most the chunks in flight. `rollout_chunk` is the ONE
+rollout loop, whether the executor is this process (`legival transfer`) or Ray engine actors
+(`legival run`).
 
 Two passes per rollout: greedy continuation with a first-answer stop; if no answer is extractable,
 the forcing text is appended and at most `forcing_max_tokens` more are generated (`forced = true`).
@@ -15,17 +18,19 @@ part in the metrics.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from legival_core.backends.base import Completion, GenerationRequest, TextBackend
+from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.stop_rules import StopRuleSpec
-from legival_core.datasets.base import DatasetSpec, get_dataset
-from legival_core.reports.tables import current_graders
+from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.stages.efficiency import segment_missing
+from legival_core.stages.base import Executor, Plan, Work, register_stage
+from legival_core.stages.efficiency import SegmentStage
 from legival_core.store import Store
+from legival_core.store import planner as reads
 from legival_core.transfer.planner import (
     PROMPT_VERSION,
     PlannedRollout,
@@ -33,7 +38,13 @@ from legival_core.transfer.planner import (
     plan_trace,
     student_messages,
 )
+from legival_core.transfer.students import make_student_backend
 from legival_core.types import Grade, Problem, Span, Steps, canonical_json
+
+register_stage("transfer", "legival transfer --db DB", needs=("grade", "segment"),
+               description="student rollouts on prefixes of correct traces (SPEC section 4)")
+
+STAT_FIELDS = ("forced", "overflow", "prefill_computed", "prefill_cached", "decode_tokens")
 
 
 @dataclass(slots=True)
@@ -52,6 +63,10 @@ class TransferSummary:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def add(self, stats: dict[str, int]) -> None:
+        for k, v in stats.items():
+            setattr(self, k, getattr(self, k) + v)
+
 
 @dataclass(frozen=True, slots=True)
 class TransferTrace:
@@ -62,19 +77,32 @@ class TransferTrace:
     steps: Steps
 
 
+Unit = tuple[TransferTrace, list[PlannedRollout]]
+"""A transfer trace with its missing rollouts, ascending depth."""
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutBatch:
+    """The rows of one chunk of traces and its token accounting."""
+
+    rows: list[dict[str, Any]]
+    stats: dict[str, int] = field(default_factory=dict)
+    worker: str = ""
+
+
 def select_transfer_traces(
     store: Store, teacher: str | None = None, dataset: str | None = None, limit: int | None = None
 ) -> tuple[list[TransferTrace], int]:
     """Correct, complete traces with m >= 1, in a stable order (teacher, dataset, problem_id,
     trace_id); `limit` keeps the first N per (teacher, dataset). Also returns how many correct
     traces have no steps (they take no part in transfer utility and are reported)."""
-    segment_missing(store)
-    rows = store.correct_traces_with_steps(current_graders(store), SEGMENTER_VERSION, teacher, dataset)
+    graders = current_graders(reads.stored_datasets(store))
+    rows = reads.correct_traces_with_steps(store, graders, SEGMENTER_VERSION, teacher, dataset)
     empty = rows.filter(rows["m"] == 0).height
     rows = rows.filter(rows["m"] >= 1)
     if limit is not None:
         rows = rows.filter(rows["rn"] <= limit)
-    spans = store.step_spans(rows["trace_id"].to_list(), SEGMENTER_VERSION)
+    spans = reads.step_spans(store, rows["trace_id"].to_list(), SEGMENTER_VERSION)
     out = []
     for r in rows.iter_rows(named=True):
         problem = Problem(r["dataset"], r["problem_id"], r["question"], r["gold"],
@@ -84,81 +112,96 @@ def select_transfer_traces(
     return out, empty
 
 
-@dataclass(slots=True)
-class TransferPlan:
-    """What a transfer run must generate: per trace, the depths not yet stored for this student."""
+@dataclass(frozen=True, slots=True)
+class TransferStage:
+    """Rollouts of one student on the transfer traces (optionally of one teacher/dataset, the first
+    `limit` per cell) that are not stored yet."""
 
-    summary: TransferSummary
-    todo: list[tuple[TransferTrace, list[PlannedRollout]]]
+    config: StudentConfig
+    teacher: str | None = None
+    dataset: str | None = None
+    limit: int | None = None
+    traces_per_chunk: int = 4
+    name: str = "transfer"
+    needs: tuple[str, ...] = ("grade", "segment")
 
-    def chunks(self, traces_per_chunk: int) -> list[list[tuple[TransferTrace, list[PlannedRollout]]]]:
-        return [self.todo[i : i + traces_per_chunk] for i in range(0, len(self.todo), traces_per_chunk)]
+    @property
+    def requires(self) -> tuple[SegmentStage]:
+        return (SegmentStage(),)
+
+    def plan(self, store: Store) -> Plan[Unit, TransferSummary]:
+        """Select the transfer traces, register the student, and list the rollouts that are missing."""
+        s = TransferSummary()
+        traces, s.empty_correct_traces = select_transfer_traces(store, self.teacher, self.dataset, self.limit)
+        s.transfer_traces = len(traces)
+        c = self.config
+        with store.transaction():
+            store.insert_rows("students", [{
+                "student_key": c.student_key, "name": c.name, "model": c.model,
+                "decoding": canonical_json(c.decoding()), "prompt_version": PROMPT_VERSION, "profile": c.profile,
+            }])
+        done_keys = reads.stored_rollout_depths(store, c.student_key, [t.trace_id for t in traces])
+        todo: list[Unit] = []
+        for t in traces:
+            plans = plan_trace(t.trace_id, t.steps, c)
+            s.rollouts_total += len(plans)
+            missing = [p for p in plans if (t.trace_id, p.k) not in done_keys]
+            s.rollouts_cached += len(plans) - len(missing)
+            if missing:
+                todo.append((t, missing))
+        return Plan(todo, s, total=s.rollouts_total, done=s.rollouts_cached)
+
+    def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
+        return Work(StudentWorker(self.config), RolloutChunk(self.config), self.traces_per_chunk, route=unit_key,
+                    teardown=close_backend)
+
+    def run(self, units: Sequence[Unit], executor: Executor) -> Iterator[list[RolloutBatch]]:
+        return executor.run(self.work(), units)
+
+    def commit(self, store: Store, results: Sequence[RolloutBatch], plan: Plan[Unit, TransferSummary]) -> int:
+        """One transaction per batch: a crash never leaves part of a chunk, a rerun never duplicates."""
+        rows = [r for b in results for r in b.rows]
+        with store.transaction():
+            store.insert_rows("rollouts", rows)
+        for b in results:
+            plan.summary.add(b.stats)
+        plan.summary.rollouts_generated += len(rows)
+        return len(rows)
 
 
-def plan_missing(
-    store: Store,
-    config: StudentConfig,
-    teacher: str | None = None,
-    dataset: str | None = None,
-    limit: int | None = None,
-) -> TransferPlan:
-    """Select the transfer traces, register the student, and list the rollouts that are missing."""
-    s = TransferSummary()
-    traces, s.empty_correct_traces = select_transfer_traces(store, teacher, dataset, limit)
-    s.transfer_traces = len(traces)
-    store.insert_rows("students", [{
-        "student_key": config.student_key, "name": config.name, "model": config.model,
-        "decoding": canonical_json(config.decoding()), "prompt_version": PROMPT_VERSION, "profile": config.profile,
-    }])
-    done_keys = store.stored_rollout_depths(config.student_key, [t.trace_id for t in traces])
-    todo: list[tuple[TransferTrace, list[PlannedRollout]]] = []
-    for t in traces:
-        plans = plan_trace(t.trace_id, t.steps, config)
-        s.rollouts_total += len(plans)
-        missing = [p for p in plans if (t.trace_id, p.k) not in done_keys]
-        s.rollouts_cached += len(plans) - len(missing)
-        if missing:
-            todo.append((t, missing))
-    return TransferPlan(s, todo)
+def unit_key(unit: Unit) -> str:
+    return unit[0].trace_id
 
 
-def commit_rollouts(store: Store, rows: list[dict[str, Any]]) -> int:
-    """One transaction per chunk: a crash never leaves part of a chunk, a rerun never duplicates."""
-    with store.transaction():
-        return store.insert_rows("rollouts", rows).inserted
+def close_backend(backend: TextBackend) -> None:
+    backend.close()
 
 
-def run_transfer(
-    store: Store,
-    backend: TextBackend,
-    config: StudentConfig,
-    teacher: str | None = None,
-    dataset: str | None = None,
-    limit: int | None = None,
-    traces_per_chunk: int = 4,
-    progress: Callable[[int, int], None] | None = None,
-) -> TransferSummary:
-    """In-process execution of a transfer plan. progress(done, total) counts rollouts (cached ones
-    count as done from the start). The orchestration layer runs the same chunks on Ray actors."""
-    plan = plan_missing(store, config, teacher, dataset, limit)
-    s = plan.summary
-    done = s.rollouts_cached
-    if progress:
-        progress(done, s.rollouts_total)
-    for chunk in plan.chunks(traces_per_chunk):
-        rows = rollout_chunk(backend, config, chunk, s)
-        commit_rollouts(store, rows)
-        s.rollouts_generated += len(rows)
-        done += len(rows)
-        if progress:
-            progress(done, s.rollouts_total)
-    return s
+@dataclass(frozen=True, slots=True)
+class StudentWorker:
+    """Builds a worker's student backend, lazily: a worker that gets no unit never loads a model."""
+
+    config: StudentConfig
+
+    def __call__(self) -> TextBackend:
+        config = self.config
+        return LazyBackend(lambda: make_student_backend(config))
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutChunk:
+    config: StudentConfig
+
+    def __call__(self, backend: TextBackend, chunk: Sequence[Unit]) -> list[RolloutBatch]:
+        s = TransferSummary()
+        rows = rollout_chunk(backend, self.config, chunk, s)
+        return [RolloutBatch(rows, {k: getattr(s, k) for k in STAT_FIELDS})]
 
 
 def rollout_chunk(
     backend: TextBackend,
     config: StudentConfig,
-    chunk: Iterable[tuple[TransferTrace, list[PlannedRollout]]],
+    chunk: Iterable[Unit],
     summary: TransferSummary,
 ) -> list[dict[str, Any]]:
     """Generate, grade and (where needed) force one chunk of traces; returns rollout rows."""
@@ -238,3 +281,36 @@ def _account(s: TransferSummary, c: Completion) -> None:
     s.prefill_computed += c.prefill_computed
     s.prefill_cached += c.prefill_cached
     s.decode_tokens += c.completion_tokens
+
+
+class GivenBackendExecutor:
+    """In-process execution with a backend the caller built and keeps (tests, benchmarks): the
+    stage's `Work`, with `setup` replaced by that backend."""
+
+    def __init__(self, backend: TextBackend) -> None:
+        self.backend = backend
+
+    def run(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> Iterator[list[Any]]:
+        for i in range(0, len(units), max(1, work.chunk_size)):
+            yield work.process(self.backend, units[i : i + work.chunk_size])
+
+
+def run_transfer(
+    store: Store,
+    backend: TextBackend | None,
+    config: StudentConfig,
+    teacher: str | None = None,
+    dataset: str | None = None,
+    limit: int | None = None,
+    traces_per_chunk: int = 4,
+    progress: Any = None,
+    executor: Executor | None = None,
+) -> TransferSummary:
+    """The transfer stage in this process: with `backend` (owned by the caller) or, when None, the
+    backend the registry builds for `config` (closed at the end). progress(done, total) counts
+    rollouts; cached ones count as done from the start."""
+    from legival_core.stages.base import run_stage
+
+    stage = TransferStage(config, teacher, dataset, limit, traces_per_chunk)
+    ex = executor or (GivenBackendExecutor(backend) if backend is not None else None)
+    return run_stage(stage, store, ex, progress)

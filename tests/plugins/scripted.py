@@ -1,14 +1,20 @@
-"""A deterministic backend for fast tests of the transfer pipeline: the continuation is a function
-of the rendered prompt. It keeps the real interface (ChatML rendering with continue_final_message,
+"""Test backends, registered through the plugin mechanism (`LEGIVAL_PLUGINS=tests.plugins.scripted`,
+set by tests/conftest.py so that subprocesses, Prefect workers and Ray engines see them too).
+
+`ScriptedBackend` is a deterministic backend for fast tests of the transfer pipeline: the continuation
+is a function of the rendered prompt. It keeps the real interface (ChatML rendering with continue_final_message,
 stop rules applied per token, overflow, prefix-cache accounting by shared whitespace tokens), so the
 pipeline code under test is exactly the production code. A request's `repetition_penalty` is
 recorded in `calls` and otherwise ignored."""
 
 from __future__ import annotations
 
+import hashlib
+import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from legival_core.backends.base import ChatMessage, Completion, GenerationRequest
+from legival_core.backends.base import BackendInfo, ChatMessage, Completion, GenerationRequest
 from legival_core.registry import register
 
 Script = Callable[[str], str]
@@ -70,4 +76,42 @@ def _common(a: list[str], b: list[str]) -> int:
     return n
 
 
-register("backend", "scripted", ScriptedBackend)
+def echo_script(prompt: str) -> str:
+    return "The answer is 0."
+
+
+@register("backend", "scripted", meta=BackendInfo(dtypes=("float32", "bfloat16")))
+def make_scripted(model: str | None = None, dtype: str | None = None, script: Script = echo_script,
+                  context_length: int = 4096) -> ScriptedBackend:
+    """A scripted test backend (tests build it directly with their own script)."""
+    return ScriptedBackend(script, context_length=context_length, model_id=model or "scripted")
+
+
+def demo_script(prompt: str) -> str:
+    """Answers 'The answer is N.' where N depends on the prompt: right or wrong, stable."""
+    h = int.from_bytes(hashlib.sha1(prompt.encode()).digest()[:4], "big")
+    if h % 4 == 0:
+        return "Let me think about this step by step and keep going without an answer"
+    return f"So we add them up. The answer is {h % 7 * 10}."
+
+
+class _SlowScripted(ScriptedBackend):
+    def __init__(self, delay_s: float, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.delay_s = delay_s
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        if self.delay_s:
+            time.sleep(self.delay_s * len(requests))
+        return super().generate(requests)
+
+
+@register("backend", "scripted-demo", meta=BackendInfo(dtypes=("float32", "bfloat16")))
+def make_scripted_demo(model: str | None = None, dtype: str | None = None, delay_s: float = 0.0,
+                       context_length: int = 4096, **_: Any) -> ScriptedBackend:
+    """`scripted-demo`: a deterministic student/teacher for fast orchestration tests.
+
+    The continuation is a pure function of the rendered prompt (the real pipeline grades it), so an
+    interrupted and resumed run must store exactly the rows of an uninterrupted one. `delay_s` sleeps
+    per request to make a run slow enough to interrupt (an execution option, not part of the key)."""
+    return _SlowScripted(delay_s, script=demo_script, context_length=context_length, model_id="scripted-demo")

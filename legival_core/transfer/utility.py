@@ -1,22 +1,21 @@
-"""Transfer utility for a whole store at once: the vectorised form of `legival_core.transfer.metrics`.
+"""Transfer utility (SPEC section 4): bins, trace curves, FOTU, first success, SOTU, regression rate.
 
-`transfer.metrics.trace_transfer` is the reference definition (SPEC section 4) and works on one
-(trace, student) at a time. A report over millions of rollouts cannot afford a Python call per trace,
-so this module evaluates the same formulas on arrays: one row per (trace, student) pair, the trace
-curves f(1..B) as one (pairs x B) matrix. `tests/test_reports_transfer.py` checks that every value
-equals the reference functions on random traces, overflow and missing depths included.
+ONE implementation, vectorised: a report over millions of rollouts evaluates the formulas on arrays
+(one row per (trace, student) pair, the trace curves f(1..B) as one pairs x B matrix), and the
+per-trace functions at the bottom (`trace_transfer`, `sotu`, `bin_of`) call exactly that code on one
+pair, so the definition that the hand-computed tests check is the code the report runs.
 
 Input rows are depths: one row per (tix, six, k), where `tix` indexes the trace table and `six` the
 student table (integers keep 5 million rows small), with `m` and `y` = mean correctness of the `ok`
-samples at that depth (null when every sample at the depth overflowed: the depth is then not observed).
+samples at that depth (null when every sample at the depth overflowed: the depth is not observed).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from legival_core.transfer.metrics import N_BINS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +38,14 @@ class TransferTable:
     n_bins: int
 
 
+def bins_of(k: np.ndarray, m: np.ndarray, n_bins: int) -> np.ndarray:
+    """bin(k) = ceil(B*k/m) = (B*k + m - 1) // m for k >= 1, 0 for the anchor k = 0 (SPEC section 4,
+    "Bins"); integer arithmetic, so k/m on a bin edge never drifts across it."""
+    import numpy as np
+
+    return np.where(k == 0, 0, (n_bins * k + m - 1) // np.maximum(m, 1))
+
+
 def empty_depths() -> pl.DataFrame:
     import polars as pl
 
@@ -48,15 +55,19 @@ def empty_depths() -> pl.DataFrame:
     )
 
 
-def transfer_table(depths: pl.DataFrame, n_bins: int = N_BINS) -> TransferTable:
+def transfer_table(depths: pl.DataFrame, n_bins: int) -> TransferTable:
     """Trace curves, FOTU, first success, RR and baseline of every (trace, student) (SPEC section 4).
 
-    Same rules as `trace_transfer`: a pair whose depth 0 or depth m is not observed has no curve, and
-    then no FOTU, tau or RR either (an overflow removes a tail of depths).
+    A pair whose depth 0 (the anchor) or depth m (bin B) is not observed has no curve, and then no
+    FOTU, tau or RR either: prompts grow with k, so an overflow removes a tail of depths, and a first
+    success that may lie in that tail can be neither observed nor ruled out. Unobserved bins between
+    observed ones are linearly interpolated in b; several depths in one bin are averaged.
     """
     import numpy as np
     import polars as pl
 
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     d = depths.sort("tix", "six", "k")
     for c in PAIR_COUNT_COLUMNS:
         if c not in d.columns:
@@ -80,7 +91,7 @@ def transfer_table(depths: pl.DataFrame, n_bins: int = N_BINS) -> TransferTable:
     if len(y) and ((y < 0).any() or (y > 1).any()):
         raise ValueError("y_k is a mean correctness in [0, 1]")
     width = n_bins + 1
-    bins = np.where(k == 0, 0, (n_bins * k + m - 1) // np.maximum(m, 1))
+    bins = bins_of(k, m, n_bins)
     flat = p * width + bins
     sums = np.bincount(flat, weights=y, minlength=n_pairs * width).reshape(n_pairs, width)
     cnt = np.bincount(flat, minlength=n_pairs * width).reshape(n_pairs, width)
@@ -103,7 +114,7 @@ def transfer_table(depths: pl.DataFrame, n_bins: int = N_BINS) -> TransferTable:
         span = np.where(right == left, 1, right - left)
         interp = vl + (vr - vl) * (idx - left) / span
         curves[valid] = np.where(observed, vals, interp)[:, 1:]
-    fotu = np.where(valid, curves.sum(axis=1) / n_bins, np.nan)
+    fotu = np.where(valid, fotu_of(curves), np.nan)
 
     success = (k >= 1) & (y == 1.0)
     tau = np.full(n_pairs, n_bins + 1, np.int64)
@@ -135,13 +146,20 @@ def transfer_table(depths: pl.DataFrame, n_bins: int = N_BINS) -> TransferTable:
     return TransferTable(pairs=pairs, curves=curves, n_bins=n_bins)
 
 
-def sotu_from_taus(frame: pl.DataFrame, keys: list[str], n_bins: int = N_BINS) -> pl.DataFrame:
-    """SOTU = H(h) / ln(B) per group from a frame with a `tau` column (null taus left out), and
-    `n_sotu`, the number of traces it rests on (SPEC section 4). Groups with no tau get null."""
-    import math
+def fotu_of(curves: np.ndarray) -> np.ndarray:
+    """FOTU = (1/B) * sum_{b=1..B} f(b), per row of a (pairs x B) curve matrix (SPEC section 4)."""
+    result: np.ndarray = curves.sum(axis=1) / curves.shape[1]
+    return result
 
+
+def sotu_from_taus(frame: pl.DataFrame, keys: list[str], n_bins: int) -> pl.DataFrame:
+    """SOTU = H(h) / ln(B) per group from a frame with a `tau` column (null taus left out), and
+    `n_sotu`, the number of traces it rests on (SPEC section 4). h(b) is the share of the group's
+    traces whose first success is bin b; groups with no tau get null."""
     import polars as pl
 
+    if n_bins < 2:
+        raise ValueError(f"SOTU divides by ln(B); n_bins must be >= 2, got {n_bins}")
     hist = frame.filter(pl.col("tau").is_not_null()).group_by(*keys, "tau").agg(pl.len().alias("_c"))
     ent = (
         hist.with_columns((pl.col("_c") / pl.col("_c").sum().over(keys)).alias("_h"))
@@ -174,3 +192,86 @@ def group_curves(curves: np.ndarray, group_index: np.ndarray, n_groups: int) -> 
         means = sums / n[:, None]
     means[n == 0] = np.nan
     return means, n
+
+
+# --- one (trace, student) at a time: the same code on one pair ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TraceTransfer:
+    """Per-(trace, student) transfer results; curve, fotu, tau, rr and rr_count are None when the
+    trace has no curve (depth 0 or m not observed). `y0` is the student's correctness at k = 0."""
+
+    curve: tuple[float, ...] | None
+    fotu: float | None
+    tau: int | None
+    rr: float | None
+    rr_count: int | None
+    n_transitions: int
+    y0: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SotuResult:
+    """SOTU of one (teacher, dataset, student) and the number of traces with a first success."""
+
+    value: float | None
+    n_traces: int
+
+
+def bin_of(k: int, m: int, n_bins: int) -> int:
+    """Bin of depth k in a trace of m steps (`bins_of` on one depth, with range checks)."""
+    import numpy as np
+
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    if not 0 <= k <= m:
+        raise ValueError(f"depth k must be in 0..m={m}, got {k}")
+    return int(bins_of(np.array([k]), np.array([m]), n_bins)[0])
+
+
+def trace_transfer(y_by_k: Mapping[int, float], m: int, n_bins: int) -> TraceTransfer:
+    """Every per-(trace, student) metric of SPEC section 4 from the observed y_k (depth -> mean
+    correctness; an absent depth is not observed), computed by `transfer_table` on this one pair."""
+    import polars as pl
+
+    if m < 1:
+        raise ValueError(f"m must be >= 1, got {m}")
+    ks = sorted(y_by_k)
+    depths = pl.DataFrame(
+        {"tix": [0] * len(ks), "six": [0] * len(ks), "k": ks, "m": [m] * len(ks),
+         "y": [float(y_by_k[k]) for k in ks]},
+        schema={"tix": pl.Int64, "six": pl.Int64, "k": pl.Int64, "m": pl.Int64, "y": pl.Float64},
+    )
+    t = transfer_table(depths, n_bins)
+    if t.pairs.height == 0:
+        return TraceTransfer(None, None, None, None, None, 0, None)
+    row = t.pairs.row(0, named=True)
+    curve = tuple(float(v) for v in t.curves[0]) if row["has_curve"] else None
+    return TraceTransfer(curve, row["fotu"], row["tau"], row["rr"], row["rr_count"], row["n_transitions"], row["y0"])
+
+
+def trace_curve(y_by_k: Mapping[int, float], m: int, n_bins: int) -> tuple[float, ...]:
+    """The trace curve f(1..B); ValueError when depth 0 or depth m is not observed (no extrapolation)."""
+    curve = trace_transfer(y_by_k, m, n_bins).curve
+    if curve is None:
+        end = "k = 0 (the anchor)" if 0 not in y_by_k else f"k = m = {m} (bin B)"
+        raise ValueError(f"depth {end} is not observed; the curve is undefined")
+    return curve
+
+
+def sotu(taus: Sequence[int | None], n_bins: int) -> SotuResult:
+    """SOTU = H(h) / ln(B) of a group's first-success bins (None taus left out): `sotu_from_taus`
+    on one group. All taus in one bin give 0; taus spread evenly over all B bins give 1."""
+    import polars as pl
+
+    for t in taus:
+        if t is not None and not 1 <= t <= n_bins:
+            raise ValueError(f"tau must be a bin in 1..{n_bins}, got {t}")
+    frame = pl.DataFrame({"g": [0] * len(taus), "tau": list(taus)}, schema={"g": pl.Int64, "tau": pl.Int64})
+    if frame.height == 0:
+        frame = pl.DataFrame({"g": [0], "tau": [None]}, schema={"g": pl.Int64, "tau": pl.Int64})
+    row = sotu_from_taus(frame, ["g"], n_bins).row(0, named=True)
+    return SotuResult(row["sotu"], int(row["n_sotu"]))

@@ -1,0 +1,62 @@
+"""Redundancy (SPEC section 3): the share of steps i >= 2 whose best cosine similarity to an earlier
+step, r_i = max_{j<i} cos(e_i, e_j), exceeds tau (sentence embeddings, L2-normalised).
+
+Embedding is the only expensive part, so it is split out: `max_prev_similarity` turns a trace's step
+embeddings into r_i once (the efficiency stage stores them in `step_similarity`), and `redundancy` is
+then a count over r for any threshold (the 21-value elbow sweep costs nothing more)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from legival_core.metrics.base import TraceMetric, metric
+from legival_core.segment import SEGMENTER_VERSION
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from legival_core.spec import Efficiency
+
+REDUNDANCY_VERSION = "1"
+SWEEP_THRESHOLDS: tuple[float, ...] = tuple(round(i / 20, 2) for i in range(21))
+
+
+def max_prev_similarity(embeddings: np.ndarray) -> list[float]:
+    """r_i = max_{j<i} cos(e_i, e_j) for i = 2..m, from L2-normalised rows (SPEC section 3).
+
+    Returns m - 1 values (empty when m < 2): entry i-2 belongs to step i.
+    """
+    import numpy as np
+
+    m = embeddings.shape[0]
+    if m < 2:
+        return []
+    sims = embeddings @ embeddings.T
+    # Row i keeps only columns j < i: mask the diagonal and everything after it.
+    sims[np.triu_indices(m)] = -np.inf
+    return [float(x) for x in sims[1:].max(axis=1)]
+
+
+def redundancy(max_prev: Sequence[float], tau: float) -> float:
+    """#{i >= 2 : r_i > tau} / (m - 1); 0 when m < 2 (then `max_prev` is empty)."""
+    if not max_prev:
+        return 0.0
+    return sum(1 for r in max_prev if r > tau) / len(max_prev)
+
+
+def redundancy_sweep(max_prev: Sequence[float], thresholds: Sequence[float] = SWEEP_THRESHOLDS) -> list[float]:
+    """Redundancy at each threshold: the data of the elbow report."""
+    return [redundancy(max_prev, t) for t in thresholds]
+
+
+def redundancy_params(cfg: Efficiency) -> dict[str, Any]:
+    return {"model": cfg.model, "segmenter": SEGMENTER_VERSION, "tau": cfg.tau}
+
+
+REDUNDANCY = TraceMetric("redundancy", REDUNDANCY_VERSION, redundancy_params)
+"""Computed by the efficiency stage's embedding pass (batched across traces, r_i cached)."""
+
+metric("redundancy", unit="fraction", direction="lower", section="SPEC §3", stage="efficiency",
+       stored=REDUNDANCY, order=130,
+       description="share of steps nearly repeating an earlier one (cosine > tau), complete traces")

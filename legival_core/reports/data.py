@@ -1,0 +1,76 @@
+"""What a report is computed from (its settings) and what it computes (every table, before writing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from legival_core.spec import Efficiency, Report, Transfer, default_of
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from legival_core.metrics.base import Direction
+    from legival_core.reports.aggregate import Aggregates
+    from legival_core.reports.bootstrap import BootstrapResult
+    from legival_core.spec import BenchmarkSpec
+    from legival_core.transfer.utility import TransferTable
+
+
+@dataclass(frozen=True, slots=True)
+class ReportConfig:
+    """The report's settings, every default from the spec models: the redundancy threshold and
+    embedding model whose rows it reads, the number of bins the rollouts were planned with, the
+    bootstrap and the dashboard's trace sample."""
+
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    n_bins: int = default_of(Transfer, "n_bins")
+    resamples: int = default_of(Report, "resamples")
+    seed: int = default_of(Report, "seed")
+    dashboard_traces: int = default_of(Report, "dashboard_traces")
+
+    @classmethod
+    def from_spec(cls, spec: BenchmarkSpec) -> ReportConfig:
+        return cls(spec.efficiency, spec.transfer.n_bins, spec.report.resamples, spec.report.seed,
+                   spec.report.dashboard_traces)
+
+    @property
+    def tau(self) -> float:
+        return self.efficiency.tau
+
+    @property
+    def model(self) -> str:
+        return self.efficiency.model
+
+
+@dataclass(slots=True)
+class ReportData:
+    """Every table of the report, before anything is written."""
+
+    traces: pl.DataFrame
+    students: pl.DataFrame
+    transfer: TransferTable
+    aggregates: Aggregates
+    teacher_metrics: pl.DataFrame
+    correlations: pl.DataFrame
+    correlation_metrics: list[str]
+    rank_stability: pl.DataFrame
+    delta_tu: pl.DataFrame
+    rank_pairs: pl.DataFrame
+    elbow: pl.DataFrame
+    tu_curves: pl.DataFrame
+    boot: BootstrapResult | None
+    config: ReportConfig
+    directions: dict[str, Direction] = field(default_factory=dict)
+
+    @property
+    def teacher_dataset(self) -> pl.DataFrame:
+        return self.aggregates.by_dataset
+
+    @property
+    def tau(self) -> float:
+        return self.config.tau
+
+    @property
+    def model(self) -> str:
+        return self.config.model

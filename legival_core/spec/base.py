@@ -1,0 +1,76 @@
+"""What every spec model shares: strict keys with helpful messages, path resolution, name checks,
+and validation of names against the registry (never against a hand-written list)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
+
+from legival_core.registry import Kind, UnknownName, canonical_name
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@:+-]*$")
+
+
+class SpecError(ValueError):
+    """A spec that does not validate; the message lists every problem with its location."""
+
+
+class Strict(BaseModel):
+    """Rejects unknown keys with the list of allowed ones (pydantic's own message omits it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = set(cls.model_fields)
+            unknown = sorted(str(k) for k in data if k not in allowed)
+            if unknown:
+                raise ValueError(
+                    f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+                )
+        return data
+
+
+def default_of(model: type[BaseModel], field: str) -> Any:
+    """The default of a spec field: what a CLI option falls back to, so the two cannot disagree."""
+    return model.model_fields[field].get_default(call_default_factory=True)
+
+
+def resolve_path(p: Path, info: ValidationInfo) -> Path:
+    base = (info.context or {}).get("base_dir")
+    p = Path(p).expanduser()
+    return p if p.is_absolute() or base is None else (Path(base) / p).resolve()
+
+
+def check_files(info: ValidationInfo) -> bool:
+    return bool((info.context or {}).get("check_files", True))
+
+
+def check_name(v: str, what: str) -> str:
+    if not _NAME.match(v):
+        raise ValueError(f"{what} {v!r}: use letters, digits and . _ / @ : + - (no spaces)")
+    return v
+
+
+def registered_name(kind: Kind, name: str) -> str:
+    """The canonical registered name, or a ValueError that lists the registered ones."""
+    try:
+        return canonical_name(kind, name)
+    except UnknownName as e:
+        raise ValueError(str(e)) from None
+
+
+def format_errors(e: ValidationError, source: str) -> str:
+    lines = [f"{source}: {e.error_count()} problem(s):"]
+    for err in e.errors(include_url=False):
+        loc = ".".join(str(x) for x in err["loc"]) or "<top>"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "literal_error":
+            msg = f"{msg} (got {err.get('input')!r})"
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)

@@ -1,0 +1,104 @@
+"""The benchmark spec's sections. Every default of the system lives here: the CLI commands build
+their settings from these models (an option only overrides), so `legival transfer`, `legival run`
+and the Prefect flows cannot disagree.
+
+Only fields that change results reach the stores' content keys; execution settings (Ray address,
+engines, chunk sizes, retries, concurrency) never do, so moving a benchmark from a laptop to a GPU
+cluster reuses every stored artifact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from legival_core.catalog import MINILM
+from legival_core.spec.base import Strict, registered_name, resolve_path
+
+Profile = Literal["spec", "preprint"]
+
+
+class Efficiency(Strict):
+    """Token/step length, redundancy (embedding model, threshold tau) and lexical backtracking."""
+
+    tau: float = Field(default=0.8, gt=0.0, le=1.0, description="redundancy threshold (SPEC: 0.8)")
+    model: str = Field(default=MINILM, min_length=1, description="sentence-embedding model id or local path")
+
+
+class Transfer(Strict):
+    """Student rollouts on prefixes of correct teacher traces (SPEC section 4)."""
+
+    enabled: bool = True
+    step_interval: int = Field(default=3, ge=1, description="s in K = {0, s, 2s, ..., m}")
+    max_new_tokens: int = Field(default=1024, ge=1, description="token budget of each continuation (SPEC: 1024)")
+    limit: int | None = Field(default=None, ge=1, description="first N transfer traces per (teacher, dataset)")
+    profile: Profile = "spec"
+    n_bins: int = Field(default=50, ge=2, description="B, the bins of the prefix fraction k/m")
+
+
+class Judge(Strict):
+    """Backtracking by an LLM judge (`lexical`: the cue-based fallback, no API)."""
+
+    name: str = "lexical"
+    model: str | None = None
+    enabled: bool = True
+    concurrency: int = Field(default=16, ge=1)
+    rpm: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+    base_url: str | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        return registered_name("judge", v)
+
+    @model_validator(mode="after")
+    def _model_needed(self) -> Judge:
+        if self.name == "openai-compatible" and self.enabled and not self.model:
+            raise ValueError("judge 'openai-compatible' needs `model` (the served model id)")
+        return self
+
+
+class Quality(Strict):
+    """gCoT text-quality metrics; `metrics` takes group or metric names (default: every group)."""
+
+    enabled: bool = False
+    metrics: list[str] | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _known(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        from legival_core.metrics.quality import resolve_groups
+
+        resolve_groups(v)  # ValueError names the known groups and metrics
+        return v
+
+
+class Report(Strict):
+    out: Path = Path("report")
+    resamples: int = Field(default=1000, ge=0, description="bootstrap resamples over problems (0 = no intervals)")
+    seed: int = Field(default=0, ge=0, description="bootstrap seed")
+    dashboard_traces: int = Field(default=10, ge=0, description="traces per (teacher, dataset) in index.html")
+
+    @field_validator("out")
+    @classmethod
+    def _path(cls, v: Path, info: ValidationInfo) -> Path:
+        return resolve_path(v, info)
+
+
+class Execution(Strict):
+    """Where and how wide to run; never part of a content key."""
+
+    ray_address: str = Field(default="local", description="'local' starts Ray in-process; else 'auto' or ray://HOST:10001")
+    local_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray (default: all)")
+    gpus_per_engine: float = Field(default=0.0, ge=0)
+    cpus_per_engine: float = Field(default=1.0, gt=0)
+    max_concurrent_engines: int = Field(default=1, ge=1)
+    traces_per_chunk: int = Field(default=4, ge=1)
+    max_concurrent_shards: int = Field(default=4, ge=1)
+    retries: int = Field(default=2, ge=0)

@@ -1,0 +1,145 @@
+"""The one stage protocol: plan what the store lacks, run it on an executor, commit each result.
+
+Every stage (ingest, grade, segment, efficiency, transfer, judge, quality, rewards, monitor,
+generate, report) is an object with
+
+    plan(store)            -> Plan: the missing units (and the counts of what is already stored)
+    run(units, executor)   -> batches of results, computed without the store (any process)
+    commit(store, results) -> rows written, in one transaction per batch
+
+and `run_stage` drives it the same way for the CLI commands and the Prefect tasks, so they cannot
+drift. A crash loses at most the batches in flight: every committed batch stays, and the next plan
+lists only what is still missing. `needs` names the stages whose rows a stage reads (a report says
+which command computes a missing input); `requires` are cheap stages run first (steps before judge).
+
+Executors run a `Work` (how to build a worker, e.g. load a model, and what it does with a chunk of
+units): `InProcessExecutor` here, the Ray engine pool in `tasks/` (same `Work`, one actor per engine,
+units routed by key so all prefixes of a trace meet the same prefix cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from legival_core.registry import register
+from legival_core.store import Store
+
+U = TypeVar("U")
+R = TypeVar("R")
+W = TypeVar("W")
+S = TypeVar("S")
+
+Progress = Callable[[int, int], None]
+"""progress(done, total) in the stage's own unit (traces, rollouts, calls)."""
+
+
+@dataclass(frozen=True)
+class Work(Generic[W, U, R]):
+    """What an executor runs. `setup()` builds a worker once per process (a model, a client), lazily:
+    no unit, no setup. `process(worker, chunk)` turns a chunk of units into results (pure: no store).
+    `route(unit)` keys units that must meet the same worker in order (prefix-cache locality).
+    Everything is picklable (module-level callables, frozen dataclasses) so Ray can ship it."""
+
+    setup: Callable[[], W]
+    process: Callable[[W, Sequence[U]], list[R]]
+    chunk_size: int = 64
+    route: Callable[[U], str] | None = None
+    teardown: Callable[[W], None] | None = None
+
+
+class Executor(Protocol):
+    def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
+        """Yield results chunk by chunk (in any order) as they finish."""
+        ...
+
+
+class InProcessExecutor:
+    """Runs the chunks one after another in this process, with one lazily built worker."""
+
+    def __init__(self) -> None:
+        self._workers: dict[int, Any] = {}
+
+    def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
+        if not units:
+            return
+        worker = work.setup()
+        try:
+            for i in range(0, len(units), max(1, work.chunk_size)):
+                yield work.process(worker, units[i : i + work.chunk_size])
+        finally:
+            if work.teardown is not None:
+                work.teardown(worker)
+
+
+@dataclass
+class Plan(Generic[U, S]):
+    """A stage's plan: the units to compute, how many work items they hold (`total`, the progress
+    bar's length) of which `done` are already stored, and the summary the commits fill in."""
+
+    units: list[U]
+    summary: S
+    total: int = 0
+    done: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Stage(Protocol[U, R, S]):
+    name: str
+    needs: tuple[str, ...]
+
+    def plan(self, store: Store) -> Plan[U, S]: ...
+
+    def run(self, units: Sequence[U], executor: Executor) -> Iterator[list[R]]: ...
+
+    def commit(self, store: Store, results: Sequence[R], plan: Plan[U, S]) -> int:
+        """Write one batch of results; returns how many work items it completed (for progress)."""
+        ...
+
+
+StoreAccess = Callable[[], AbstractContextManager[Store]]
+"""How a runner reaches the store: the CLI holds one open store; the Prefect driver shares one
+connection between task threads under a lock (`tasks._driver.locked_store`)."""
+
+
+def store_access(store: Store) -> StoreAccess:
+    return lambda: nullcontext(store)
+
+
+def run_stage(
+    stage: Stage[U, R, S],
+    store: Store | StoreAccess,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+) -> S:
+    """plan -> run -> commit per batch, the same for every caller; returns the stage's summary."""
+    access = store_access(store) if isinstance(store, Store) else store
+    for pre in getattr(stage, "requires", ()):
+        run_stage(pre, access, None)
+    with access() as s:
+        plan = stage.plan(s)
+    done = plan.done
+    if progress is not None:
+        progress(done, plan.total)
+    if plan.units:
+        for batch in stage.run(plan.units, executor or InProcessExecutor()):
+            with access() as s:
+                done += stage.commit(s, batch, plan)
+            if progress is not None:
+                progress(done, plan.total)
+    return plan.summary
+
+
+@dataclass(frozen=True, slots=True)
+class StageInfo:
+    """Registry metadata of a stage: the command that computes its rows, and what it reads."""
+
+    command: str
+    needs: tuple[str, ...] = ()
+
+
+def register_stage(name: str, command: str, needs: tuple[str, ...] = (), description: str = "") -> None:
+    """Record a stage in the registry so consumers (the report's coverage) can name its command."""
+    register("stage", name, StageInfo(command, needs), description=description, meta=StageInfo(command, needs))

@@ -1,0 +1,93 @@
+"""The store's schema: every table, its primary key (content keys, so a rerun never duplicates).
+
+Bump `SCHEMA_VERSION` when a table changes shape.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = "1"
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
+CREATE TABLE IF NOT EXISTS problems (
+    dataset VARCHAR NOT NULL, problem_id VARCHAR NOT NULL, question VARCHAR NOT NULL,
+    gold VARCHAR NOT NULL, choices VARCHAR, meta VARCHAR,
+    PRIMARY KEY (dataset, problem_id));
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id VARCHAR PRIMARY KEY, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
+    problem_id VARCHAR NOT NULL, reasoning VARCHAR NOT NULL, answer_text VARCHAR NOT NULL,
+    truncated BOOLEAN NOT NULL, source_correct BOOLEAN, source_file VARCHAR, source_line INTEGER,
+    provenance VARCHAR, ingested_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS grades (
+    trace_id VARCHAR NOT NULL, grader VARCHAR NOT NULL, extracted VARCHAR, correct BOOLEAN NOT NULL,
+    status VARCHAR NOT NULL, groups_correct INTEGER,
+    PRIMARY KEY (trace_id, grader));
+CREATE TABLE IF NOT EXISTS steps (
+    trace_id VARCHAR NOT NULL, segmenter VARCHAR NOT NULL, idx INTEGER NOT NULL,
+    start_char INTEGER NOT NULL, end_char INTEGER NOT NULL,
+    PRIMARY KEY (trace_id, segmenter, idx));
+CREATE TABLE IF NOT EXISTS step_counts (
+    trace_id VARCHAR NOT NULL, segmenter VARCHAR NOT NULL, m INTEGER NOT NULL,
+    PRIMARY KEY (trace_id, segmenter));
+CREATE TABLE IF NOT EXISTS step_similarity (
+    trace_id VARCHAR NOT NULL, model VARCHAR NOT NULL, segmenter VARCHAR NOT NULL,
+    idx INTEGER NOT NULL, max_prev_cos DOUBLE NOT NULL,
+    PRIMARY KEY (trace_id, model, segmenter, idx));
+CREATE TABLE IF NOT EXISTS trace_metrics (
+    trace_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, params VARCHAR NOT NULL,
+    code_version VARCHAR NOT NULL, value DOUBLE, method VARCHAR, status VARCHAR NOT NULL,
+    detail VARCHAR,
+    PRIMARY KEY (trace_id, metric, params, code_version));
+CREATE TABLE IF NOT EXISTS students (
+    student_key VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, model VARCHAR NOT NULL,
+    decoding VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, profile VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS rollouts (
+    trace_id VARCHAR NOT NULL, student_key VARCHAR NOT NULL, k INTEGER NOT NULL,
+    sample INTEGER NOT NULL, m INTEGER NOT NULL, bin INTEGER NOT NULL, status VARCHAR NOT NULL,
+    correct BOOLEAN, forced BOOLEAN NOT NULL, extracted VARCHAR, grade_status VARCHAR,
+    continuation VARCHAR, forced_continuation VARCHAR, prompt_tokens INTEGER,
+    completion_tokens INTEGER, prefill_computed INTEGER, prefill_cached INTEGER,
+    finish_reason VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (trace_id, student_key, k, sample));
+CREATE TABLE IF NOT EXISTS judge_results (
+    trace_id VARCHAR NOT NULL, judge_key VARCHAR NOT NULL, judge VARCHAR NOT NULL,
+    model VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, status VARCHAR NOT NULL,
+    m INTEGER NOT NULL, flagged_steps VARCHAR, fraction DOUBLE, backtracking_detected BOOLEAN,
+    confidence DOUBLE, final_answer VARCHAR, raw_json VARCHAR, reason VARCHAR,
+    dropped_out_of_range INTEGER, retries INTEGER, input_tokens INTEGER, output_tokens INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (trace_id, judge_key));
+CREATE TABLE IF NOT EXISTS generations (
+    cache_key VARCHAR PRIMARY KEY, model VARCHAR NOT NULL, teacher VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL, problem_id VARCHAR NOT NULL, prompt_hash VARCHAR NOT NULL,
+    decoding VARCHAR NOT NULL, text VARCHAR NOT NULL, reasoning_content VARCHAR,
+    finish_reason VARCHAR NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS monitor_results (
+    item_key VARCHAR PRIMARY KEY, supervisor_key VARCHAR NOT NULL, supervisor VARCHAR NOT NULL,
+    trace_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
+    problem_id VARCHAR NOT NULL, condition VARCHAR NOT NULL, label_incorrect BOOLEAN NOT NULL,
+    predicted_incorrect BOOLEAN, status VARCHAR NOT NULL, sabotage_kind VARCHAR, sabotage_step INTEGER,
+    detail VARCHAR, response VARCHAR, prompt_tokens INTEGER,
+    created_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS judge_batches (
+    batch_name VARCHAR PRIMARY KEY, judge_key VARCHAR NOT NULL, trace_ids VARCHAR NOT NULL,
+    state VARCHAR NOT NULL, submitted_at TIMESTAMP DEFAULT current_timestamp);
+"""
+
+TABLES = frozenset({
+    "meta",
+    "problems",
+    "traces",
+    "grades",
+    "steps",
+    "step_counts",
+    "step_similarity",
+    "trace_metrics",
+    "students",
+    "rollouts",
+    "judge_results",
+    "judge_batches",
+    "generations",
+    "monitor_results",
+})

@@ -1,0 +1,66 @@
+"""Every write that is more than an idempotent insert: replacing rows, updating a state. Each runs in
+one transaction, so a crash leaves the old rows or the new ones, never neither."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from legival_core.store.db import InsertCounts, Store
+
+
+def add(store: Store, table: str, rows: Sequence[dict[str, Any]]) -> InsertCounts:
+    """Insert rows in one transaction (idempotent: rows whose key is stored are left alone)."""
+    with store.transaction():
+        return store.insert_rows(table, rows)
+
+
+def add_many(store: Store, tables: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> list[InsertCounts]:
+    """Insert into several tables in ONE transaction (a file's problems, traces and grades together)."""
+    with store.transaction():
+        return [store.insert_rows(t, rows) for t, rows in tables]
+
+
+def replace_metric_rows(
+    store: Store, rows: Sequence[dict[str, Any]], metrics: Sequence[str], params: str, code_version: str,
+    trace_ids: Sequence[str], replace: Sequence[str] | None = None,
+) -> int:
+    """Insert metric rows, first deleting the same traces' earlier rows of these metrics whose status
+    is in `replace` (None: every status but 'ok'), e.g. an 'unavailable' placeholder that real scores
+    now supersede. Returns how many rows were inserted."""
+    if replace is None:
+        cond, args = "status <> 'ok'", []
+    else:
+        cond, args = "list_contains(?, status)", [list(replace)]
+    with store.transaction():
+        store._run(
+            f"DELETE FROM trace_metrics WHERE list_contains(?, metric) AND params = ? AND code_version = ? "
+            f"AND {cond} AND list_contains(?, trace_id)",
+            [list(metrics), params, code_version, *args, list(trace_ids)],
+        )
+        return store.insert_rows("trace_metrics", rows).inserted
+
+
+def replace_failed_judge_results(store: Store, key: str, rows: Sequence[dict[str, Any]]) -> int:
+    """Store judge results; a `--retry-failed` rerun's rows replace the old `failed` rows of the same
+    traces. Returns how many rows were inserted."""
+    ids = [r["trace_id"] for r in rows]
+    with store.transaction():
+        if ids:
+            store._run(
+                "DELETE FROM judge_results WHERE judge_key = ? AND status = 'failed' AND list_contains(?, trace_id)",
+                [key, ids],
+            )
+        return store.insert_rows("judge_results", rows).inserted
+
+
+def record_judge_batch(store: Store, name: str, key: str, trace_ids: Sequence[str], state: str) -> None:
+    with store.transaction():
+        store.insert_rows("judge_batches", [{"batch_name": name, "judge_key": key,
+                                             "trace_ids": json.dumps(list(trace_ids)), "state": state}])
+
+
+def set_judge_batch_state(store: Store, name: str, state: str) -> None:
+    with store.transaction():
+        store._run("UPDATE judge_batches SET state = ? WHERE batch_name = ?", [state, name])
