@@ -1,7 +1,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo test check lint typecheck bench
+.PHONY: install demo test check lint typecheck layers bench
 
 install:
 	bash scripts/install.sh
@@ -12,10 +12,13 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
-check: install lint typecheck
+check: install lint typecheck layers
 
 lint:
 	$(VENV)/bin/ruff check .
+
+layers:
+	$(VENV)/bin/lint-imports
 
 typecheck:
 	$(VENV)/bin/mypy

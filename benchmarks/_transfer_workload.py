@@ -16,7 +16,8 @@ from legival_core.backends.base import Completion, GenerationRequest, TextBacken
 from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.datasets.base import get_dataset
 from legival_core.segment import segment
-from legival_core.transfer.planner import StudentConfig, plan_trace, student_messages
+from legival_core.spec import student_config
+from legival_core.transfer.planner import plan_trace, student_messages
 from legival_core.types import Steps
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "reasoning_traces" / "gsm8k"
@@ -53,7 +54,7 @@ def build_requests(
     backend: TextBackend, traces: list[BenchTrace], max_new_tokens: int, step_interval: int
 ) -> list[GenerationRequest]:
     spec = get_dataset("gsm8k")
-    config = StudentConfig(max_new_tokens=max_new_tokens, step_interval=step_interval)
+    config = student_config(max_new_tokens=max_new_tokens, step_interval=step_interval)
     rule = StopRuleSpec("first_answer", spec.name)
     requests = []
     for t in traces:

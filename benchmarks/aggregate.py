@@ -50,13 +50,13 @@ def fill(db: Path, per_cell: int) -> dict[str, object]:
 
 
 def aggregate(db: Path, resamples: int, write: bool) -> dict[str, object]:
-    from legival_core.reports.build import compute_report, write_report
+    from legival_core.reports.build import ReportConfig, compute_report, write_report
     from legival_core.store import Store
 
     out: dict[str, object] = {"phase": "aggregate"}
     with Store(db, read_only=True) as store:
         t0 = time.perf_counter()
-        data = compute_report(store, n_resamples=resamples)
+        data = compute_report(store, ReportConfig(resamples=resamples))
         out["aggregate_with_bootstrap_s"] = round(time.perf_counter() - t0, 2)
         out["peak_rss_mib_after_aggregate"] = round(peak_rss_mib())
         out["teachers"] = data.teacher_metrics.height

@@ -18,6 +18,18 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
+def _reasonings(path: Path) -> list[str]:
+    """The reasoning texts of a trace file, in file order (the baseline's input; no store needed)."""
+    import json
+
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            out.append(str(rec.get("reasoning") or ""))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "data")
@@ -28,22 +40,23 @@ def main() -> None:
         sys.exit(f"no trace files under {args.shared}/reasoning_traces/gsm8k")
 
     from legival_core.embed import embed
-    from legival_core.ingest import ingest_file
     from legival_core.segment import segment
+    from legival_core.spec import Efficiency
     from legival_core.stages.efficiency import compute_efficiency
+    from legival_core.stages.ingest import ingest_file
     from legival_core.store import Store
 
-    embed(["warm-up"])  # model load is reported separately from the metric throughput
+    cfg = Efficiency()
+    embed(["warm-up"], cfg.model)  # model load is reported separately from the metric throughput
     with tempfile.TemporaryDirectory() as d:
         store = Store(Path(d) / "bench.duckdb")
         t0 = time.perf_counter()
         n = sum(ingest_file(store, f).new_traces for f in files)
         t_ingest = time.perf_counter() - t0
         t0 = time.perf_counter()
-        s = compute_efficiency(store)
+        s = compute_efficiency(store, cfg)
         t_eff = time.perf_counter() - t0
-        texts = [r[0] for r in store.con.execute(
-            "SELECT reasoning FROM traces ORDER BY trace_id LIMIT ?", [args.baseline_sample]).fetchall()]
+        texts = [t for f in files for t in _reasonings(f)][: args.baseline_sample]
         store.close()
 
     t0 = time.perf_counter()
@@ -51,7 +64,7 @@ def main() -> None:
     for text in texts:  # baseline: one embed call per trace, as a naive implementation would do
         sents = segment(text).sentences()
         sent_b += len(sents)
-        embed(sents)
+        embed(sents, cfg.model)
     t_base = time.perf_counter() - t0
 
     batched_rate = s.embedded_sentences / s.embed_seconds if s.embed_seconds else float("nan")

@@ -11,6 +11,7 @@ traces at 50 ms and concurrency 16 in under 10 s of wall time, and 0 calls on th
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import sys
 import tempfile
@@ -21,9 +22,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from legival_core.ingest import ingest_file  # noqa: E402
 from legival_core.judges import GeminiJudge, JudgeLimits  # noqa: E402
-from legival_core.stages.efficiency import segment_missing  # noqa: E402
+from legival_core.stages.efficiency import ensure_steps  # noqa: E402
+from legival_core.stages.ingest import ingest_file  # noqa: E402
 from legival_core.stages.judge import judge_missing  # noqa: E402
 from legival_core.store import Store  # noqa: E402
 from tests.fakes.gemini_server import FakeGemini  # noqa: E402
@@ -35,23 +36,18 @@ def _serve(delay: float, urls: Any, stop: Any) -> None:
         stop.wait()
 
 
-def fill(store: Store, n: int) -> None:
-    """The bundled traces, copied under distinct ids until there are `n`."""
-    ingest_file(store, ROOT / "examples" / "data" / "gsm8k_md_eval_cot_5teachers.jsonl")
-    have = store.count("traces")
-    copies = -(-n // have) - 1
-    if copies > 0:
-        store.run(
-            "INSERT INTO traces SELECT t.* REPLACE (t.trace_id || '-copy' || c.range AS trace_id) "
-            "FROM traces t, range(1, ?) c",
-            [copies + 1],
-        )
-    extra = store.count("traces") - n
-    if extra > 0:
-        store.run(
-            "DELETE FROM traces WHERE trace_id IN (SELECT trace_id FROM traces ORDER BY trace_id DESC LIMIT ?)",
-            [extra],
-        )
+def fill(store: Store, n: int, tmp: Path) -> None:
+    """The bundled traces, copied under distinct problem ids (hence trace ids) until there are `n`."""
+    src = ROOT / "examples" / "data" / "gsm8k_md_eval_cot_5teachers.jsonl"
+    records = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+    path = tmp / "traces.jsonl"
+    with path.open("w") as f:
+        for i in range(n):
+            rec, copy = dict(records[i % len(records)]), i // len(records)
+            if copy:
+                rec["problem_id"] = f"{rec['problem_id']}-copy{copy}"
+            f.write(json.dumps(rec) + "\n")
+    ingest_file(store, path)
 
 
 def main() -> None:
@@ -68,9 +64,9 @@ def main() -> None:
     url = urls.get(timeout=30)
     try:
         with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.duckdb") as store:
-            fill(store, args.n)
+            fill(store, args.n, Path(tmp))
             t0 = time.perf_counter()
-            segmented = segment_missing(store)
+            segmented = ensure_steps(store)
             seg_s = time.perf_counter() - t0
             judge = GeminiJudge(
                 api_key="bench-key", base_url=url, limits=JudgeLimits(concurrency=args.concurrency)

@@ -31,18 +31,18 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     """The benchmark's stages called in order, in this process, with one student backend per student:
     the same work as the `benchmark` flow (ingest, efficiency, transfer, judge, quality, reports)."""
     from legival_core.backends.lazy import LazyBackend
-    from legival_core.ingest import ingest_file
     from legival_core.laps import Laps
-    from legival_core.reports.build import build_reports
-    from legival_core.reports.extras import stage_teacher_columns
+    from legival_core.reports.data import ReportConfig
+    from legival_core.reports.stage import build_reports
     from legival_core.spec import load_spec
     from legival_core.stages.efficiency import compute_efficiency
-    from legival_core.stages.judge import ensure_lexical, judge_missing
+    from legival_core.stages.ingest import ingest_file
+    from legival_core.stages.judge import run_judge
     from legival_core.stages.quality import compute_quality
     from legival_core.stages.transfer import run_transfer
     from legival_core.store import Store
     from legival_core.transfer.students import make_student_backend
-    from tasks.stages import _selected, make_judge
+    from tasks.stages import _selected
 
     s = load_spec(spec_path)
     totals: dict[str, Any] = {"rollouts_total": 0, "rollouts_generated": 0}
@@ -55,7 +55,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
                 src = _selected(p, t.select, Path(tmp)) if t.select else p
                 ingest_file(store, src, teacher=t.name)
         lap("ingest")
-        compute_efficiency(store, tau=s.efficiency.tau, model=s.efficiency.model)
+        compute_efficiency(store, s.efficiency)
         lap("efficiency")
         for st in s.students:
             cfg = s.student_config(st)
@@ -68,17 +68,12 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
             backend.close()
         lap("transfer")
         if s.judge.enabled:
-            if s.judge.name == "lexical":
-                ensure_lexical(store)
-            else:
-                judge_missing(store, make_judge(s.judge), limit=s.judge.limit, max_cost_usd=s.judge.max_cost_usd)
+            run_judge(store, s.judge)
         lap("judge")
         if s.quality.enabled:
             compute_quality(store, s.quality.metrics)
         lap("quality")
-        extra = stage_teacher_columns(store)
-        build_reports(store, out, tau=s.efficiency.tau, model=s.efficiency.model, extra_teacher_columns=extra.frames,
-                      extra_directions=extra.directions)
+        build_reports(store, out, ReportConfig.from_spec(s))
         lap("aggregate")
     totals["stage_s"] = laps.seconds
     return totals

@@ -39,20 +39,20 @@ def main() -> None:
         return
 
     from legival_core.embed import embed
-    from legival_core.ingest import ingest_file
-    from legival_core.stages.efficiency import segment_missing
-    from legival_core.stages.quality import compute_quality
+    from legival_core.stages.efficiency import ensure_steps
+    from legival_core.stages.ingest import ingest_file
+    from legival_core.stages.quality import QualityConfig, compute_quality
     from legival_core.store import Store
 
-    embed(["warm-up"])  # model load is reported apart from the metric throughput
+    embed(["warm-up"], QualityConfig().embed_model)  # model load is reported apart from the metric throughput
     with tempfile.TemporaryDirectory() as d:
         store = Store(Path(d) / "bench.duckdb")
         t0 = time.perf_counter()
         n = sum(ingest_file(store, f).new_traces for f in files)
         print(f"ingest: {n} traces in {time.perf_counter() - t0:.1f}s")
         t0 = time.perf_counter()
-        segment_missing(store)
-        sentences = store.run("SELECT sum(m) FROM step_counts")[0][0]
+        ensure_steps(store)
+        sentences = store.count("steps")
         print(f"segment: {sentences} sentences in {time.perf_counter() - t0:.1f}s")
         total = 0.0
         for group in ("clarity", "cohesion", "z3"):

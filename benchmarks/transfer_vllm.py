@@ -16,8 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from legival_core.backends.base import TextBackend
-from legival_core.registry import get
+from legival_core.backends.base import TextBackend, make_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _transfer_workload import build_requests, load_traces, token_summary  # noqa: E402
@@ -40,10 +39,10 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    options = {"enforce_eager": True, "dtype": args.dtype, "block_size": args.block_size, "model": args.model}
+    options = {"enforce_eager": True, "block_size": args.block_size}
     if args.max_model_len:
         options["max_model_len"] = args.max_model_len
-    backend: TextBackend = get("backend", "vllm")(**options)
+    backend: TextBackend = make_backend("vllm", args.model, args.dtype, options)
     print(
         f"{type(backend).__name__} {backend.model_id} ({args.dtype}) ready in {time.perf_counter() - started:.1f} s"
     )
@@ -69,6 +68,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    import legival_core.backends.vllm_backend  # noqa: F401  (registers "vllm")
-
     main()

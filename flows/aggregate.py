@@ -6,6 +6,7 @@ from typing import Any
 from prefect import flow
 
 from flows._common import driver_session, load_run
+from legival_core.reports.data import ReportConfig
 from tasks.stages import aggregate_task
 
 
@@ -14,4 +15,4 @@ def aggregate(spec: str, db: str | None = None, out: str | None = None) -> dict[
     """Reports (tables, Pareto frontier, correlations, dashboard) from the store alone."""
     s, dbp, outp = load_run(spec, db, out)
     with driver_session():
-        return asdict(aggregate_task(dbp, outp, s.efficiency.tau, s.efficiency.model))
+        return asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s)))

@@ -10,7 +10,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
 from legival_core.laps import Laps
-from tasks.engines import prewarm_engines
+from legival_core.reports.data import ReportConfig
 from tasks.stages import (
     aggregate_task,
     efficiency_task,
@@ -51,8 +51,10 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         summary["generated_traces"] = sum(r.generated for r in gen)
         lap("ingest")
         if s.transfer.enabled and summary["new_traces"] > 0:  # new traces: rollouts to generate
-            prewarm_engines([s.student_config(st) for st in s.students], s.execution)  # overlaps efficiency
-        summary["efficiency"] = efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)
+            from tasks.transfer import prewarm
+
+            prewarm([s.student_config(st) for st in s.students], s.execution)  # overlaps efficiency
+        summary["efficiency"] = efficiency_task(dbp, s.efficiency)
         lap("efficiency")
         tr: dict[str, Any] = {"rollouts_total": 0, "rollouts_cached": 0, "rollouts_generated": 0, "engines_loaded": 0}
         if s.transfer.enabled:
@@ -63,9 +65,9 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         summary["judge_calls"] = judge_task(dbp, s.judge)["judge_calls"] if s.judge.enabled else 0
         lap("judge")
         if s.quality.enabled:
-            summary["quality"] = quality_task(dbp, s.quality.metrics)
+            summary["quality"] = quality_task(dbp, s.quality)
         lap("quality")
-        ag = asdict(aggregate_task(dbp, outp, s.efficiency.tau, s.efficiency.model))
+        ag = asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s)))
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]
         lap("aggregate")

@@ -13,4 +13,4 @@ def efficiency(spec: str, db: str | None = None) -> dict[str, Any]:
     """Lengths, redundancy and lexical backtracking for every trace that lacks them."""
     s, dbp, _ = load_run(spec, db)
     with driver_session():
-        return efficiency_task(dbp, s.efficiency.tau, s.efficiency.model)
+        return efficiency_task(dbp, s.efficiency)

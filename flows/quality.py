@@ -13,4 +13,4 @@ def quality(spec: str, db: str | None = None) -> dict[str, Any]:
     """gCoT text-quality dimensions for the traces that lack them."""
     s, dbp, _ = load_run(spec, db)
     with driver_session():
-        return quality_task(dbp, s.quality.metrics)
+        return quality_task(dbp, s.quality)

@@ -8,15 +8,19 @@ at the end of standard output (../shared/CLI.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from legival.console import fail
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from legival_core.spec import BenchmarkSpec
     from legival_core.store import Store
+
+M = TypeVar("M", bound="BaseModel")
 
 app = typer.Typer(
     add_completion=False,
@@ -36,6 +40,22 @@ def open_store(db: Path) -> Store:
         return Store(db)
     except StoreLocked as e:
         fail(str(e))
+        raise  # unreachable: fail exits
+
+
+def settings(section: type[M], **values: Any) -> M:
+    """A spec section built from command-line options (the spec holds the defaults and the checks);
+    a bad value exits with an `error:` line naming the option."""
+    from pydantic import ValidationError
+
+    try:
+        return section.model_validate(values, context={"check_files": False})
+    except ValidationError as e:
+        problems = []
+        for err in e.errors(include_url=False):
+            field = ".".join(str(x) for x in err["loc"]) or "options"
+            problems.append(f"--{field.replace('_', '-')}: {err['msg'].removeprefix('Value error, ')}")
+        fail("; ".join(problems))
         raise  # unreachable: fail exits
 
 

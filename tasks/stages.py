@@ -1,6 +1,7 @@
-"""Per-stage Prefect tasks: ingest and generate (one per teacher), efficiency, judge, quality, aggregate.
+"""Per-stage Prefect tasks: ingest and generate (one per teacher), efficiency, judge, quality, report.
 
-Each is a thin wrapper around one `legival_core` stage that computes only what the store lacks.
+Each is a thin wrapper around one `legival_core` stage run by `run_stage` (the same stage objects the
+CLI commands run), computing only what the store lacks.
 `cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
 includes the flow-run id and would only add bookkeeping.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from legival_core.spec import Judge, Teacher
+from legival_core.spec import Efficiency, Judge, Quality, Teacher
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
 from tasks.progress import BOARD
@@ -42,7 +43,7 @@ def ingest_teacher_task(db: str, teacher: Teacher) -> IngestResult:
 
 def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
     """Ingest a teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
-    from legival_core.ingest import ingest_file
+    from legival_core.stages.ingest import ingest_file
 
     if teacher.generate is not None:
         raise GeneratingTeacher(
@@ -84,7 +85,6 @@ def generate_teacher(db: str, teacher: Teacher, datasets: list[str]) -> Generate
     engine per teacher for all its datasets (the model loads on first use: prompts are rendered by
     its chat template). A retry resumes: raw generations are cached per batch, and a rerun generates
     nothing. `datasets` are the spec's (`generate.datasets` defaults to them)."""
-    import tasks.scripted_students  # noqa: F401  (registers the `scripted-demo` test backend)
     from legival_core.datasets.base import get_dataset
     from legival_core.generation.config import load_model_config
     from legival_core.generation.engines import make_teacher_engine
@@ -153,46 +153,28 @@ def _selected(path: Path, model: str, tmp: Path) -> Path:
 
 
 @task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
-def efficiency_task(db: str, tau: float, model: str) -> dict[str, Any]:
+def efficiency_task(db: str, config: Efficiency) -> dict[str, Any]:
     from legival_core.stages.efficiency import compute_efficiency
 
-    with locked_store(db) as store:
-        s = compute_efficiency(store, tau=tau, model=model)
+    s = compute_efficiency(lambda: locked_store(db), config)
     BOARD.event("efficiency", **s.as_dict())
     return s.as_dict()
 
 
 @task(name="judge", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=retry_transient)
 def judge_task(db: str, judge: Judge) -> dict[str, Any]:
-    from legival_core.stages.judge import ensure_lexical, judge_missing
+    from legival_core.stages.judge import run_judge
 
-    with locked_store(db) as store:
-        if judge.name == "lexical":
-            s = ensure_lexical(store)
-        else:
-            s = judge_missing(store, make_judge(judge), limit=judge.limit, max_cost_usd=judge.max_cost_usd)
+    s = run_judge(lambda: locked_store(db), judge)
     BOARD.event("judge", judge_calls=s.judge_calls)
     return s.as_dict()
 
 
-def make_judge(j: Judge) -> Any:
-    from legival_core.judges import GeminiJudge, JudgeLimits, OpenAICompatJudge
-
-    limits = JudgeLimits(concurrency=j.concurrency, rpm=j.rpm)
-    if j.name == "gemini":
-        kw: dict[str, Any] = {"base_url": j.base_url, "limits": limits}
-        if j.model:
-            kw["model"] = j.model
-        return GeminiJudge(**kw)
-    return OpenAICompatJudge(model=str(j.model), base_url=j.base_url, limits=limits)
-
-
 @task(name="quality", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
-def quality_task(db: str, metrics: list[str] | None) -> dict[str, Any]:
+def quality_task(db: str, quality: Quality) -> dict[str, Any]:
     from legival_core.stages.quality import compute_quality
 
-    with locked_store(db) as store:
-        s = compute_quality(store, metrics)
+    s = compute_quality(lambda: locked_store(db), quality.metrics)
     d: dict[str, Any] = s.as_dict()
     return d
 
@@ -205,16 +187,13 @@ class AggregateResult:
 
 
 @task(name="aggregate", cache_policy=NO_CACHE)
-def aggregate_task(db: str, out: str, tau: float, model: str) -> AggregateResult:
-    """Reports from the store alone: tables, Pareto frontier, correlations, dashboard."""
-    from legival_core.reports.build import build_reports
-    from legival_core.reports.extras import stage_teacher_columns
+def aggregate_task(db: str, out: str, config: Any) -> AggregateResult:
+    """The report stage: tables, Pareto frontier, correlations, dashboard, from the store alone.
+    `config` is a `legival_core.reports.data.ReportConfig`."""
+    from legival_core.reports.stage import ReportStage
+    from legival_core.stages.base import run_stage
 
-    with locked_store(db) as store:
-        extra = stage_teacher_columns(store)
-        result = build_reports(store, out, tau=tau, model=model, extra_teacher_columns=extra.frames,
-                               extra_directions=extra.directions)
+    result = run_stage(ReportStage(Path(out), config), lambda: locked_store(db))
     files = sorted(result.files)
     dash = Path(out) / "index.html"
     return AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
-

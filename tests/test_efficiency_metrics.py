@@ -3,15 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from legival_core.metrics.efficiency import (
-    SWEEP_THRESHOLDS,
-    backtracking_fraction,
-    lexical_backtracking,
-    lexical_backtracking_steps,
-    max_prev_similarity,
-    redundancy,
-    redundancy_sweep,
-)
+from legival_core.metrics.backtracking import backtracking_fraction, lexical_backtracking, lexical_backtracking_steps
+from legival_core.metrics.redundancy import SWEEP_THRESHOLDS, max_prev_similarity, redundancy, redundancy_sweep
 from legival_core.segment import segment
 from legival_core.tokens import token_len
 

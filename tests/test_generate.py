@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.backends.scripted import ScriptedBackend
 from legival_core.datasets.gsm8k import load_gsm8k
 from legival_core.generation import BackendEngine, ChatEndpointEngine, ModelConfig, extract_reasoning
 from legival_core.stages.generate import run_generate
+from tests.plugins.scripted import ScriptedBackend
+
+from ._sql import sql
 
 GSM8K = Path(__file__).parent / "fixtures" / "datasets" / "gsm8k" / "test.jsonl"
 
@@ -63,7 +65,7 @@ def test_generate_scripted_stores_like_ingest_and_caches(store) -> None:  # type
     cfg = ModelConfig(name="r1-like", model="scripted", family="think_tags")
     s = run_generate(store, engine, "r1", "gsm8k", problems(), cfg, max_new_tokens=50)
     assert (s.generated, s.cached, s.new_traces, s.correct, s.truncated) == (2, 0, 2, 2, 0)
-    rows = store.query("SELECT t.reasoning, t.answer_text, t.provenance, g.status FROM traces t "
+    rows = sql(store, "SELECT t.reasoning, t.answer_text, t.provenance, g.status FROM traces t "
                        "JOIN grades g USING (trace_id) ORDER BY t.problem_id")
     assert rows["reasoning"].to_list() == ["Add them up.", "Add them up."]
     prov = json.loads(rows["provenance"][0])
@@ -75,8 +77,82 @@ def test_generate_scripted_stores_like_ingest_and_caches(store) -> None:  # type
     # A different budget is a different decoding: generated again, and cut inside the thinking.
     cut = run_generate(store, engine, "r1", "gsm8k", problems(1), cfg, max_new_tokens=2)
     assert (cut.generated, cut.truncated, cut.correct) == (1, 1, 0)
-    status = store.query("SELECT g.status FROM traces t JOIN grades g USING (trace_id) WHERE t.truncated")
+    status = sql(store, "SELECT g.status FROM traces t JOIN grades g USING (trace_id) WHERE t.truncated")
     assert status["status"].to_list() == ["truncated"]
+
+
+def test_generated_traces_are_stored_as_from_one_jsonl_file_overflow_skipped(store) -> None:  # type: ignore[no-untyped-def]
+    """Generated traces get the provenance of the JSONL file `legival ingest` would have read:
+    source file `generated-<teacher>-<dataset>.jsonl`, lines numbering the records (an overflowed
+    prompt has no record). The cache holds the overflow row, so the rerun generates nothing."""
+    from legival_core.stages.generate import teacher_messages
+
+    probe = ScriptedBackend(lambda p: "")
+    from legival_core.datasets.base import get_dataset
+
+    sys_prompt = get_dataset("gsm8k").system_prompt
+    janet, robe = (probe.count_tokens(probe.render_chat(teacher_messages(sys_prompt, p.question), False))
+                   for p in problems())
+    assert janet > robe
+    backend = ScriptedBackend(lambda p: f"Sum. \\boxed{{{gold_answer(p)}}}", context_length=robe + 1)
+    cfg = ModelConfig(name="x", model="scripted")
+    s = run_generate(store, BackendEngine(backend), "t/x", "gsm8k", problems(), cfg, max_new_tokens=10)
+    assert (s.generated, s.overflow, s.new_traces, s.correct) == (2, 1, 1, 1)
+    row = sql(store, "SELECT problem_id, source_file, source_line, provenance FROM traces").to_dicts()
+    assert [(r["source_file"], r["source_line"]) for r in row] == [("generated-t_x-gsm8k.jsonl", 1)]
+    prov = json.loads(row[0]["provenance"])
+    assert (prov["file"], prov["line"], prov["finish_reason"]) == ("generated-t_x-gsm8k.jsonl", 1, "stop")
+    assert sql(store, "SELECT count(*) AS n FROM generations")["n"][0] == 2
+    again = run_generate(store, BackendEngine(backend), "t/x", "gsm8k", problems(), cfg, max_new_tokens=10)
+    assert (again.generated, again.cached, again.overflow, again.already_stored) == (0, 2, 1, 1)
+
+
+def test_make_teacher_engine_builds_registered_backends_through_the_uniform_factory(
+    store, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    import legival_core.backends.base as backends_base
+    from legival_core.generation.engines import make_teacher_engine
+
+    calls = []
+    real = backends_base.make_backend
+
+    def spy(name, model, dtype, options=None):  # type: ignore[no-untyped-def]
+        calls.append((name, model, dtype, dict(options or {})))
+        return real(name, model, dtype, options)
+
+    monkeypatch.setattr(backends_base, "make_backend", spy)
+    engine = make_teacher_engine("Scripted-Demo", "scripted-demo", {}, None, {"dtype": "bfloat16", "context_length": 999})
+    assert calls == []  # lazy: nothing built yet
+    cfg = ModelConfig(name="demo", model="scripted-demo")
+    s = run_generate(store, engine, "demo", "gsm8k", problems(), cfg, max_new_tokens=16)
+    assert calls == [("scripted-demo", "scripted-demo", "bfloat16", {"context_length": 999})]
+    assert (s.model, s.generated, s.new_traces) == ("scripted-demo", 2, 2)
+    engine.close()
+    with pytest.raises(ValueError, match="unknown generation backend"):
+        make_teacher_engine("nosuch", None, {}, None)
+    with pytest.raises(ValueError, match="base URL"):
+        make_teacher_engine("openai", "m", {}, None)
+
+
+def test_generate_cli_defaults_come_from_the_spec_and_the_model_config(tmp_path: Path) -> None:
+    """`--max-new-tokens` unset is the model config's budget (as the spec's `generate.max_new_tokens`);
+    any registered backend is accepted."""
+    from typer.testing import CliRunner
+
+    from legival.cli import app
+
+    cfg = tmp_path / "demo.yaml"
+    cfg.write_text("name: demo\nmodel: scripted-demo\ndecoding: {max_new_tokens: 7}\n", encoding="utf-8")
+    args = ["generate", "--db", str(tmp_path / "g.duckdb"), "--teacher", "demo", "--dataset", "gsm8k",
+            "--problems", str(GSM8K), "--limit", "2", "--backend", "scripted-demo", "--config", str(cfg)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert (out["generated"], out["config"], out["decoding"]["max_new_tokens"]) == (2, "demo", 7)
+    assert out["decoding"]["greedy"] is True  # the config recommends temperature 0
+    r = CliRunner().invoke(app, [*args, "--max-new-tokens", "9"])
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert (out["generated"], out["cached"], out["decoding"]["max_new_tokens"]) == (2, 0, 9)
 
 
 def test_recommended_sampling_is_applied_seeded_per_problem_and_keyed(store) -> None:  # type: ignore[no-untyped-def]
@@ -93,7 +169,7 @@ def test_recommended_sampling_is_applied_seeded_per_problem_and_keyed(store) -> 
     first = [r.sampling for r in backend.calls]
     assert all(x is not None and (x.temperature, x.top_p, x.top_k) == (0.6, 0.95, 20) for x in first)
     assert first[0].seed != first[1].seed  # type: ignore[union-attr]
-    prov = json.loads(store.query("SELECT provenance FROM traces LIMIT 1")["provenance"][0])
+    prov = json.loads(sql(store, "SELECT provenance FROM traces LIMIT 1")["provenance"][0])
     assert prov["decoding_applied"]["temperature"] == 0.6 and prov["decoding_recommended"]["top_k"] == 20
 
     reversed_batch = run_generate(store, engine, "q3b", "gsm8k", problems()[::-1], cfg, max_new_tokens=30,
@@ -129,7 +205,7 @@ def test_generate_openai_chat_reasoning_content(store) -> None:  # type: ignore[
         assert engine.retries == 1
         seen = [r.body for r in server.completion_calls()]
         assert seen[1]["temperature"] == 0 and seen[1]["chat_template_kwargs"] == {"enable_thinking": True}
-        assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
+        assert sql(store, "SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Compute it."]
         sampled = ModelConfig(name="q", model="Qwen/Qwen3-8B", family="reasoning_content",
                               decoding={"temperature": 0.6, "top_p": 0.95, "top_k": 20})  # type: ignore[arg-type]
         run_generate(store, engine, "qwen3", "gsm8k", problems(1), sampled, max_new_tokens=64)
@@ -161,9 +237,9 @@ def test_template_kwargs_rendered_locally_and_recorded(store, tmp_path: Path) ->
     engine = BackendEngine(backend, cfg.chat_template_kwargs, cfg.tokenizer)
     s = run_generate(store, engine, "q3", "gsm8k", problems(), cfg, max_new_tokens=20)
     assert backend.calls[0].prompt.endswith("<think>\n") and (s.correct, s.truncated) == (2, 0)
-    prov = json.loads(store.query("SELECT provenance FROM traces LIMIT 1")["provenance"][0])
+    prov = json.loads(sql(store, "SELECT provenance FROM traces LIMIT 1")["provenance"][0])
     assert prov["decoding_applied"]["chat_template_kwargs"] == {"enable_thinking": True}
-    assert store.query("SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Sum."]
+    assert sql(store, "SELECT DISTINCT reasoning FROM traces")["reasoning"].to_list() == ["Sum."]
 
 
 @pytest.mark.slow
@@ -175,7 +251,7 @@ def test_generate_embedded_end_to_end(store) -> None:  # type: ignore[no-untyped
     s = run_generate(store, engine, "smollm2", "gsm8k", problems(), cfg, max_new_tokens=6)
     assert s.generated == 2 and s.new_traces == 2
     assert s.truncated == 2  # 6 tokens never finish an answer: stored truncated, graded 'truncated'
-    rows = store.query("SELECT t.reasoning, g.status FROM traces t JOIN grades g USING (trace_id)")
+    rows = sql(store, "SELECT t.reasoning, g.status FROM traces t JOIN grades g USING (trace_id)")
     assert set(rows["status"].to_list()) == {"truncated"} and all(r for r in rows["reasoning"].to_list())
     again = run_generate(store, engine, "smollm2", "gsm8k", problems(), cfg, max_new_tokens=6)
     assert (again.generated, again.cached, again.new_traces) == (0, 2, 0)

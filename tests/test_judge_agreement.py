@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import csv
 import json
+import math
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from legival_core.judges import HumanAnnotation, agreement, cohen_kappa, load_human_annotations
+from legival_core.stages.ingest import ingest_file
+from legival_core.store import Store
+from tests._sql import rows as q
+
+from .conftest import EXAMPLES
 
 A = [0, 1, 2, 0, 1]
 B = [0, 2, 2, 0, 1]
@@ -116,3 +126,70 @@ def test_load_rejects_bad_rows(tmp_path: Path, rows: list[dict[str, object]], ma
     p.write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.raises(ValueError, match=match):
         load_human_annotations(p)
+
+
+# ------------------------------------------------------------------------- `legival judge-agreement`
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "j.duckdb"
+    with Store(path) as s:
+        ingest_file(s, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
+    return path
+
+
+def legival(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"legival {args} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def last_json(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_judge_agreement_against_hand_computed_values(db: Path, tmp_path: Path) -> None:
+    with Store(db) as st:
+        t = [r[0] for r in q(st, "SELECT trace_id FROM traces ORDER BY trace_id LIMIT 5")]
+        judge_counts = {t[0]: [], t[1]: [2], t[2]: [1, 4], t[3]: [3, 5, 7]}
+        st.insert_rows("judge_results", [
+            {"trace_id": tid, "judge_key": "k" * 32, "judge": "gemini", "model": "g", "prompt_version": "v",
+             "status": "ok", "m": 10, "flagged_steps": json.dumps(fl), "fraction": len(fl) / 10}
+            for tid, fl in judge_counts.items()
+        ] + [{"trace_id": t[4], "judge_key": "k" * 32, "judge": "gemini", "model": "g", "prompt_version": "v",
+              "status": "failed", "m": 10, "flagged_steps": "[]", "fraction": None}])
+    human = tmp_path / "human.csv"
+    with human.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["trace_id", "annotator", "steps", "count"])
+        # annotator A by steps: counts 0, 1, 3, 2; annotator B by counts: 0, 0, 2, 3
+        for tid, steps in zip(t[:4], ["", "2", "1;2;3", "4;6"], strict=True):
+            w.writerow([tid, "A", steps, ""])
+        for tid, c in zip(t[:4], [0, 0, 2, 3], strict=True):
+            w.writerow([tid, "B", "", c])
+        w.writerow([t[4], "A", "1", ""])  # the judge failed on it: left out
+        w.writerow(["not-in-store", "A", "1", ""])
+    s = last_json(legival("judge-agreement", "--human", str(human), "--db", str(db)))
+    assert s["judge_key"] == "k" * 32 and s["n_traces"] == 4
+    assert (s["skipped_no_judge"], s["skipped_no_dataset"]) == (1, 1)
+    (ds,) = s["per_dataset"]
+    assert ds["dataset"] == "gsm8k" and ds["n_traces"] == 4
+    a_j, b_j = ds["human_vs_judge"]
+    (a_b,) = ds["human_vs_human"]
+    # hand-computed: judge 0,1,2,3; A 0,1,3,2; B 0,0,2,3
+    assert (a_j["a"], a_j["b"], a_j["n"]) == ("A", "judge", 4)
+    assert a_j["spearman"] == pytest.approx(0.8)  # 1 - 6*2 / (4*15)
+    assert a_j["kappa_counts"] == pytest.approx(1 / 3)  # po 0.5, pe 0.25
+    assert a_j["kappa_binary"] == pytest.approx(1.0)
+    assert b_j["spearman"] == pytest.approx(3 / math.sqrt(10))  # Pearson on tied ranks 1.5,1.5,3,4
+    assert b_j["kappa_counts"] == pytest.approx(2 / 3)  # po 0.75, pe 0.25
+    assert b_j["kappa_binary"] == pytest.approx(0.5)  # po 0.75, pe 0.5
+    assert a_b["spearman"] == pytest.approx(3.5 / math.sqrt(22.5))
+    assert a_b["kappa_counts"] == pytest.approx(0.0)
+    assert a_b["kappa_binary"] == pytest.approx(0.5)
+    # mean human 0, .5, 2.5, 2.5 vs judge 0..3: 5 concordant pairs, one tie in x -> 5 / sqrt(5*6)
+    assert s["kendall_tau_mean_human_vs_judge"] == pytest.approx(5 / math.sqrt(30))
+    p = legival("judge-agreement", "--human", str(human), "--db", str(db), "--judge-key", "nope", check=False)
+    assert p.returncode == 2 and "error:" in p.stderr

@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from legival_core.datasets.gpqa import JUDGE_RUBRIC as SYSTEM_GPQA
 from legival_core.judges import GeminiJudge, JudgeError, JudgeLimits, JudgeRequest, OpenAICompatJudge
 from legival_core.judges.base import BaseJudge
-from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA, SYSTEM_GPQA
+from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
 from legival_core.registry import get
 from tests.fakes import Canned, judgement
 from tests.fakes.openai_server import FakeOpenAI

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import subprocess
 import sys
@@ -15,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from legival_core.ingest import ingest_file
 from legival_core.judges import (
     CostLimitExceeded,
     GeminiJudge,
@@ -23,8 +21,11 @@ from legival_core.judges import (
     JudgeRequest,
     JudgeResult,
 )
+from legival_core.judges.records import BatchStatus
+from legival_core.stages.ingest import ingest_file
 from legival_core.stages.judge import judge_key, judge_missing, select_traces
 from legival_core.store import Store
+from tests._sql import rows as q
 from tests.fakes import Canned, judgement
 from tests.fakes.gemini_server import FakeGemini
 from tests.fakes.openai_server import FakeOpenAI
@@ -74,7 +75,7 @@ def gemini() -> Iterator[FakeGemini]:
 
 def rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     with Store(db) as s:
-        return s.run(sql, params)
+        return q(s, sql, list(params))
 
 
 def assert_key_nowhere(key: str, *texts: str, paths: Sequence[Path] = ()) -> None:
@@ -112,10 +113,10 @@ def test_cli_judge_gemini_stores_caches_and_feeds_the_report(db: Path, gemini: F
     assert s1["estimated_cost_usd"] > 0 and s1["judge"] == "gemini"
 
     with Store(db) as s:
-        order = [t for (t,) in s.run(
+        order = [t for (t,) in q(s,
             "SELECT trace_id FROM traces QUALIFY row_number() OVER (PARTITION BY teacher, dataset "
             "ORDER BY problem_id, trace_id) <= 3 ORDER BY teacher, dataset, problem_id, trace_id")]
-        stored = {r[0]: r[1:] for r in s.run(
+        stored = {r[0]: r[1:] for r in q(s,
             "SELECT trace_id, status, m, flagged_steps, fraction, reason, retries, dropped_out_of_range, "
             "judge, model FROM judge_results")}
     assert set(stored) == set(order)
@@ -207,7 +208,7 @@ def test_selection_is_stable_and_limit_is_per_teacher_dataset(db: Path) -> None:
         sel = select_traces(s, "k", limit=2)
         assert sel.selected == 10 and len(sel.todo) == 10 and sel.cached == 0
         assert select_traces(s, "k", limit=2).todo == sel.todo
-        first = s.run("SELECT trace_id FROM traces ORDER BY teacher, dataset, problem_id, trace_id LIMIT 2")
+        first = q(s, "SELECT trace_id FROM traces ORDER BY teacher, dataset, problem_id, trace_id LIMIT 2")
         assert list(sel.todo[:2]) == [t for (t,) in first]
         with pytest.raises(ValueError):
             select_traces(s, "k", limit=-1)
@@ -220,9 +221,9 @@ def test_steps_are_numbered_from_1_with_the_stored_segmentation(db: Path, gemini
 
     with Store(db) as s:
         judge_missing(s, make_judge(gemini), limit=1)
-        tid, text = s.run("SELECT trace_id, reasoning FROM traces ORDER BY teacher, dataset, problem_id, "
+        tid, text = q(s, "SELECT trace_id, reasoning FROM traces ORDER BY teacher, dataset, problem_id, "
                           "trace_id LIMIT 1")[0]
-        (m,) = s.run("SELECT m FROM judge_results WHERE trace_id = ?", [tid])[0]
+        (m,) = q(s, "SELECT m FROM judge_results WHERE trace_id = ?", [tid])[0]
     steps = segment(text).sentences()
     assert m == len(steps)
     sent = [user_texts(r.body)[0] for r in gemini.generate_calls()]
@@ -263,13 +264,15 @@ def test_results_are_committed_chunk_by_chunk_and_a_crash_loses_only_the_chunk_i
     with Store(db) as s:
         with pytest.raises(KeyboardInterrupt):
             judge_missing(s, crashing, chunk_size=10)
-        assert s.run("SELECT count(*) FROM judge_results") == [(20,)]
+        assert q(s, "SELECT count(*) FROM judge_results") == [(20,)]
         seen: list[tuple[int, int]] = []
         again = ScriptedJudge()
         summary = judge_missing(s, again, chunk_size=10, progress=lambda d, t: seen.append((d, t)))
     assert (summary.cached, summary.judge_calls, summary.ok) == (20, 60, 60)
     assert not set(again.seen) & set(crashing.seen)
     assert seen[0] == (0, 60) and seen[-1] == (60, 60)
+    assert (25, 60) in seen  # ticks inside a chunk, not only per committed chunk
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
 def test_retry_failed_rejudges_only_failed_rows(db: Path, gemini: FakeGemini) -> None:
@@ -281,7 +284,7 @@ def test_retry_failed_rejudges_only_failed_rows(db: Path, gemini: FakeGemini) ->
         assert judge_missing(s, j, limit=1).judge_calls == 0
         again = judge_missing(s, j, limit=1, retry_failed=True)
         assert (again.judge_calls, again.ok, again.cached) == (1, 1, 4)
-        assert s.run("SELECT status, count(*) FROM judge_results GROUP BY status") == [("ok", 5)]
+        assert q(s, "SELECT status, count(*) FROM judge_results GROUP BY status") == [("ok", 5)]
 
 
 def test_max_cost_guard_in_the_stage(db: Path, gemini: FakeGemini) -> None:
@@ -312,9 +315,9 @@ def test_batch_resumes_a_recorded_job_instead_of_resubmitting(db: Path, gemini: 
         first = judge_missing(s, j, limit=2, batch=True, wait=False)  # "crash" right after recording
         (name,) = first.batches_submitted
         assert first.batches_pending == [name] and first.judge_calls == 0
-        (recorded,) = s.run("SELECT batch_name, judge_key, state, trace_ids FROM judge_batches")
+        (recorded,) = q(s, "SELECT batch_name, judge_key, state, trace_ids FROM judge_batches")
         assert recorded[:3] == (name, judge_key(j), "submitted") and len(json.loads(recorded[3])) == 10
-        assert s.run("SELECT count(*) FROM judge_results") == [(0,)]
+        assert q(s, "SELECT count(*) FROM judge_results") == [(0,)]
         # a rerun while the job is still running submits nothing new and leaves it pending
         still = judge_missing(s, make_judge(gemini), limit=2, batch=True, wait=False)
         assert still.batches_resumed == [name] and still.batches_pending == [name]
@@ -323,8 +326,8 @@ def test_batch_resumes_a_recorded_job_instead_of_resubmitting(db: Path, gemini: 
         resumed = judge_missing(s, make_judge(gemini), limit=2, batch=True, poll_interval_s=0.01)
         assert resumed.batches_resumed == [name] and resumed.batches_submitted == []
         assert (resumed.judge_calls, resumed.ok) == (10, 10)
-        assert s.run("SELECT state FROM judge_batches") == [("collected",)]
-        assert s.run("SELECT count(*) FROM judge_results WHERE status = 'ok'") == [(10,)]
+        assert q(s, "SELECT state FROM judge_batches") == [("collected",)]
+        assert q(s, "SELECT count(*) FROM judge_results WHERE status = 'ok'") == [(10,)]
         creates = [r for r in gemini.requests if r.path.endswith(":batchGenerateContent")]
         assert len(creates) == 1
 
@@ -333,6 +336,55 @@ def test_batch_resumes_a_recorded_job_instead_of_resubmitting(db: Path, gemini: 
         with pytest.raises(ValueError, match="gemini"):
             judge_missing(s, ScriptedJudge(), batch=True)
     assert len([r for r in gemini.requests if r.path.endswith(":batchGenerateContent")]) == 1
+
+
+class CrashWhilePolling(GeminiJudge):
+    """A run that dies once its jobs exist, at the first poll."""
+
+    def poll_batch(self, name: str) -> Any:
+        raise KeyboardInterrupt("simulated crash while polling")
+
+
+def test_every_job_is_recorded_before_any_poll_and_a_crash_loses_none(db: Path, gemini: FakeGemini) -> None:
+    with Store(db) as s:
+        crashing = CrashWhilePolling(api_key=KEY, base_url=gemini.url, limits=FAST)
+        with pytest.raises(KeyboardInterrupt):
+            judge_missing(s, crashing, limit=2, batch=True, batch_size=4, poll_interval_s=0.01)
+        recorded = q(s, "SELECT batch_name, state, trace_ids FROM judge_batches ORDER BY batch_name")
+        assert [r[1] for r in recorded] == ["submitted"] * 3  # 10 traces in jobs of 4, 4, 2
+        assert sorted(len(json.loads(r[2])) for r in recorded) == [2, 4, 4]
+        resumed = judge_missing(s, make_judge(gemini), limit=2, batch=True, batch_size=4, poll_interval_s=0.01)
+        assert sorted(resumed.batches_resumed) == [r[0] for r in recorded] and resumed.batches_submitted == []
+        assert (resumed.judge_calls, resumed.ok) == (10, 10)
+        assert q(s, "SELECT DISTINCT state FROM judge_batches") == [("collected",)]
+    assert len([r for r in gemini.requests if r.path.endswith(":batchGenerateContent")]) == 3
+
+
+class FailsJob(GeminiJudge):
+    """The provider reports `failed_job` as FAILED."""
+
+    failed_job = ""
+
+    def poll_batch(self, name: str) -> BatchStatus:
+        if name == self.failed_job:
+            return BatchStatus(name, "JOB_STATE_FAILED", True, False)
+        return super().poll_batch(name)
+
+
+def test_a_failed_job_is_marked_and_its_traces_are_submitted_again_in_the_same_run(
+    db: Path, gemini: FakeGemini
+) -> None:
+    with Store(db) as s:
+        first = judge_missing(s, make_judge(gemini), limit=1, batch=True, wait=False)
+        (old,) = first.batches_submitted
+        j = FailsJob(api_key=KEY, base_url=gemini.url, limits=FAST)
+        j.failed_job = old
+        again = judge_missing(s, j, limit=1, batch=True, poll_interval_s=0.01)
+        assert again.batches_resumed == [old] and len(again.batches_submitted) == 1
+        (new,) = again.batches_submitted
+        assert new != old and (again.judge_calls, again.ok, again.todo) == (5, 5, 5)
+        states = dict(q(s, "SELECT batch_name, state FROM judge_batches"))
+        assert states == {old: "JOB_STATE_FAILED", new: "collected"}
 
 
 def test_cli_batch_no_wait_then_resume(db: Path, gemini: FakeGemini) -> None:
@@ -346,6 +398,90 @@ def test_cli_batch_no_wait_then_resume(db: Path, gemini: FakeGemini) -> None:
     assert_key_nowhere(KEY, paths=[db])
 
 
+# ----------------------------------------------------------------------------- factory and run_judge
+
+
+def test_the_registry_knows_every_judge_and_what_it_is() -> None:
+    from legival_core.judges import JudgeInfo, OpenAICompatJudge, judge_info
+    from legival_core.registry import entry, names
+
+    assert {"gemini", "openai-compatible", "lexical"} <= set(names("judge"))
+    assert judge_info("gemini") == JudgeInfo(llm=True, needs_model=False, batch=True)
+    assert judge_info("openai-compatible") == JudgeInfo(llm=True, needs_model=True, batch=False)
+    assert judge_info("lexical") == JudgeInfo(llm=False, needs_model=False, batch=False)
+    assert entry("judge", "openai-compatible").obj is OpenAICompatJudge
+    stage = entry("stage", "judge").meta
+    assert stage.command == "legival judge --db DB" and stage.needs == ("segment",)
+    listed = legival("list", "judges", env=clean_env())
+    assert last_json(listed)["judges"] == sorted(names("judge"))
+    assert all(n in listed.stdout for n in ("gemini", "openai-compatible", "lexical"))
+
+
+def test_make_judge_builds_by_name(gemini: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
+    from legival_core.judges import MissingAPIKey, OpenAICompatJudge, Prices
+    from legival_core.judges import make_judge as build
+    from legival_core.registry import UnknownName
+
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "LEGIVAL_OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    common: dict[str, Any] = {"base_url": gemini.url, "concurrency": 3, "rpm": None}
+    with pytest.raises(MissingAPIKey, match="GEMINI_API_KEY"):
+        build("gemini", model=None, **common)
+    placeholder = build("gemini", model=None, estimate_only=True, **common)  # an estimate needs no key
+    assert isinstance(placeholder, GeminiJudge) and placeholder.model == "gemini-2.5-flash"
+    assert gemini.requests == []
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    j = build("GEMINI", model="gemini-2.5-pro", prices=Prices(1.0, 2.0), **common)
+    assert (j.model, j.limits.concurrency, j.prices.input_usd_per_million) == ("gemini-2.5-pro", 3, 1.0)
+    assert j.judge(JudgeRequest("t", "gsm8k", "q", ("Let x = 1.", "Wait, x = 2."))).flagged_steps == (2,)
+    o = build("openai-compatible", model="m", base_url="http://127.0.0.1:9", concurrency=2, rpm=5.0)
+    assert isinstance(o, OpenAICompatJudge) and o.limits.rpm == 5.0
+    with pytest.raises(ValueError, match="needs a model"):
+        build("openai-compatible", model=None, base_url="http://127.0.0.1:9", concurrency=2, rpm=None)
+    with pytest.raises(ValueError, match="calls no model"):
+        build("lexical", model=None, base_url=None, concurrency=2, rpm=None)
+    with pytest.raises(UnknownName, match="known: .*gemini"):
+        build("gpt4", model=None, base_url=None, concurrency=2, rpm=None)
+
+
+def test_run_judge_from_a_spec_section_through_a_store_access(db: Path) -> None:
+    from contextlib import contextmanager
+
+    from legival_core.spec import Judge
+    from legival_core.stages.judge import run_judge
+
+    opened: list[int] = []
+
+    @contextmanager
+    def access() -> Iterator[Store]:  # how the Prefect driver hands out its one connection
+        opened.append(1)
+        with Store(db) as st:
+            yield st
+
+    with FakeOpenAI() as srv:
+        cfg = Judge(name="openai-compatible", model="local-judge", base_url=srv.url, limit=1, concurrency=2)
+        s = run_judge(access, cfg)
+        assert (s.judge, s.model, s.selected, s.judge_calls, s.ok) == ("openai-compatible", "local-judge", 5, 5, 5)
+        assert len(srv.completion_calls()) == 5 and len(opened) >= 3
+        assert run_judge(access, cfg).cached == 5 and len(srv.completion_calls()) == 5
+        with pytest.raises(ValueError, match=r"batch API \(gemini\)"):
+            run_judge(access, cfg, batch=True)
+        over = Judge(name="openai-compatible", model="other", base_url=srv.url, max_cost_usd=1e-9)
+        with pytest.raises(CostLimitExceeded):
+            run_judge(access, over)
+        assert len(srv.completion_calls()) == 5
+    assert rows(db, "SELECT count(*), min(judge_key) = max(judge_key) FROM judge_results") == [(5, True)]
+
+
+def test_cli_unknown_judge_is_an_error(db: Path) -> None:
+    p = legival("judge", "--db", str(db), "--judge", "gpt4", env=clean_env(), check=False)
+    assert p.returncode == 2 and "error:" in p.stderr and "unknown judge 'gpt4'" in p.stderr
+    assert "openai-compatible" in p.stderr  # the message lists the registered judges
+    p = legival("judge", "--db", str(db), "--judge", "openai-compatible", "--model", "m", "--batch",
+                env=clean_env(), check=False)
+    assert p.returncode == 2 and "--batch needs --judge gemini" in p.stderr
+
+
 # ---------------------------------------------------------------------------------------- lexical
 
 
@@ -356,51 +492,3 @@ def test_cli_lexical_ensures_the_lexical_rows(db: Path) -> None:
     assert rows(db, "SELECT count(*) FROM trace_metrics WHERE metric = 'backtracking' AND method = 'lexical'") == [(80,)]
     again = last_json(legival("judge", "--db", str(db), "--judge", "lexical", env=clean_env()))
     assert (again["judge_calls"], again["cached"], again["todo"]) == (0, 80, 0)
-
-
-# -------------------------------------------------------------------------------------- agreement
-
-
-def test_judge_agreement_against_hand_computed_values(db: Path, tmp_path: Path) -> None:
-    with Store(db) as st:
-        t = [r[0] for r in st.run("SELECT trace_id FROM traces ORDER BY trace_id LIMIT 5")]
-        judge_counts = {t[0]: [], t[1]: [2], t[2]: [1, 4], t[3]: [3, 5, 7]}
-        st.insert_rows("judge_results", [
-            {"trace_id": tid, "judge_key": "k" * 32, "judge": "gemini", "model": "g", "prompt_version": "v",
-             "status": "ok", "m": 10, "flagged_steps": json.dumps(fl), "fraction": len(fl) / 10}
-            for tid, fl in judge_counts.items()
-        ] + [{"trace_id": t[4], "judge_key": "k" * 32, "judge": "gemini", "model": "g", "prompt_version": "v",
-              "status": "failed", "m": 10, "flagged_steps": "[]", "fraction": None}])
-    human = tmp_path / "human.csv"
-    with human.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["trace_id", "annotator", "steps", "count"])
-        # annotator A by steps: counts 0, 1, 3, 2; annotator B by counts: 0, 0, 2, 3
-        for tid, steps in zip(t[:4], ["", "2", "1;2;3", "4;6"], strict=True):
-            w.writerow([tid, "A", steps, ""])
-        for tid, c in zip(t[:4], [0, 0, 2, 3], strict=True):
-            w.writerow([tid, "B", "", c])
-        w.writerow([t[4], "A", "1", ""])  # the judge failed on it: left out
-        w.writerow(["not-in-store", "A", "1", ""])
-    s = last_json(legival("judge-agreement", "--human", str(human), "--db", str(db)))
-    assert s["judge_key"] == "k" * 32 and s["n_traces"] == 4
-    assert (s["skipped_no_judge"], s["skipped_no_dataset"]) == (1, 1)
-    (ds,) = s["per_dataset"]
-    assert ds["dataset"] == "gsm8k" and ds["n_traces"] == 4
-    a_j, b_j = ds["human_vs_judge"]
-    (a_b,) = ds["human_vs_human"]
-    # hand-computed: judge 0,1,2,3; A 0,1,3,2; B 0,0,2,3
-    assert (a_j["a"], a_j["b"], a_j["n"]) == ("A", "judge", 4)
-    assert a_j["spearman"] == pytest.approx(0.8)  # 1 - 6*2 / (4*15)
-    assert a_j["kappa_counts"] == pytest.approx(1 / 3)  # po 0.5, pe 0.25
-    assert a_j["kappa_binary"] == pytest.approx(1.0)
-    assert b_j["spearman"] == pytest.approx(3 / math.sqrt(10))  # Pearson on tied ranks 1.5,1.5,3,4
-    assert b_j["kappa_counts"] == pytest.approx(2 / 3)  # po 0.75, pe 0.25
-    assert b_j["kappa_binary"] == pytest.approx(0.5)  # po 0.75, pe 0.5
-    assert a_b["spearman"] == pytest.approx(3.5 / math.sqrt(22.5))
-    assert a_b["kappa_counts"] == pytest.approx(0.0)
-    assert a_b["kappa_binary"] == pytest.approx(0.5)
-    # mean human 0, .5, 2.5, 2.5 vs judge 0..3: 5 concordant pairs, one tie in x -> 5 / sqrt(5*6)
-    assert s["kendall_tau_mean_human_vs_judge"] == pytest.approx(5 / math.sqrt(30))
-    p = legival("judge-agreement", "--human", str(human), "--db", str(db), "--judge-key", "nope", check=False)
-    assert p.returncode == 2 and "error:" in p.stderr

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import polars as pl
 
-from legival_core.backends.scripted import ScriptedBackend
-from legival_core.monitor import fotu_correlations, inject_error, parse_verdict, prf
+from legival_core.monitor import inject_error, parse_verdict, prf
+from legival_core.reports.monitoring import fotu_correlations, monitor_report, teacher_columns
 from legival_core.segment import sentence_spans
-from legival_core.stages.monitor import monitor_report, run_monitor, teacher_columns
+from legival_core.stages.monitor import run_monitor
+from tests.plugins.scripted import ScriptedBackend
 
 TEXT = "Janet has 16 eggs. She eats 3 and bakes 4, so 16 - 3 - 4 = 9 remain. She sells them for 2 each."
 
@@ -42,7 +43,7 @@ def test_parse_verdict() -> None:
 
 
 def _fill(store) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    from legival_core.ingest import ingest_file
+    from legival_core.stages.ingest import ingest_file
 
     recs, clean = [], {}
     for t, right in (("t1", [1, 1, 1]), ("t2", [1, 1, 0]), ("t3", [1, 0, 0])):
@@ -99,3 +100,56 @@ def test_fotu_correlations_plumbing() -> None:
     assert part["control"][0] == "token_len_median" and part["n"][0] == 4
     assert prf(pl.DataFrame(schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "condition": pl.Utf8,
                                     "predicted_incorrect": pl.Boolean, "status": pl.Utf8})).height == 0
+
+
+def test_monitor_cli_default_supervisor_model(store) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from legival.cli import app
+    from legival_core.catalog import SMOLLM2
+    from legival_core.monitor.supervisor import supervisor_key
+
+    _fill(store)
+    db = str(store.path)
+    store.close()
+    args = ["monitor", "--db", db, "--supervisor", "echo", "--backend", "scripted"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    s = json.loads(res.stdout.strip().splitlines()[-1])
+    # The default model is the catalog's one spelling, and it keys the verdicts.
+    assert s["supervisor_key"] == supervisor_key(SMOLLM2, 8)
+    assert (s["asked"], s["unparsed"], s["cached"]) == (15, 15, 0)  # "The answer is 0." says neither
+    again = json.loads(CliRunner().invoke(app, args).stdout.strip().splitlines()[-1])
+    assert (again["asked"], again["cached"]) == (0, 15)
+    other = json.loads(CliRunner().invoke(app, [*args, "--model", "other"]).stdout.strip().splitlines()[-1])
+    assert other["supervisor_key"] == supervisor_key("other", 8) and other["asked"] == 15
+
+
+def test_monitor_stage_builds_its_supervisor_in_setup(store) -> None:  # type: ignore[no-untyped-def]
+    from legival_core.registry import entry
+    from legival_core.stages.base import run_stage, store_access
+    from legival_core.stages.monitor import MonitorStage
+
+    assert entry("stage", "monitor").meta.command == "legival monitor --db DB --supervisor NAME"
+    _fill(store)
+    built: list[ScriptedBackend] = []
+    closed: list[ScriptedBackend] = []
+
+    def make() -> ScriptedBackend:
+        built.append(ScriptedBackend(lambda p: "incorrect", model_id="m"))
+        return built[-1]
+
+    stage = MonitorStage("flagger", "m", make, batch_size=4, teardown=closed.append)
+    seen: list[tuple[int, int]] = []
+    s = run_stage(stage, store_access(store), progress=lambda d, n: seen.append((d, n)))
+    assert len(built) == 1 and closed == built  # one worker, closed at the end
+    assert seen == [(0, 15), (4, 15), (8, 15), (12, 15), (15, 15)] and s.asked == 15
+    verdicts = reports_verdicts(store, "flagger")
+    assert verdicts.height == 15 and verdicts["predicted_incorrect"].all()
+    assert run_stage(stage, store_access(store)).cached == 15 and len(built) == 1  # nothing asked: no model
+
+
+def reports_verdicts(store, supervisor: str) -> pl.DataFrame:  # type: ignore[no-untyped-def]
+    from legival_core.store import report
+
+    return report.monitor_verdicts(store, supervisor)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from legival_core.catalog import SMOLLM2
 from legival_core.quality._local import Unavailable
 from legival_core.quality.fluency import CausalLM, load_causal_lm, perplexity
 
@@ -70,7 +71,9 @@ def test_missing_model_is_unavailable(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_embedded_smollm2() -> None:
     lm = load_causal_lm()
-    assert not isinstance(lm, Unavailable) and lm.model_id == "smollm2-135m-instruct"
+    assert not isinstance(lm, Unavailable) and lm.model_id == SMOLLM2
+    old = load_causal_lm("smollm2-135m-instruct")  # an older spelling loads the same model, under one name
+    assert not isinstance(old, Unavailable) and old.model_id == SMOLLM2
     fluent = perplexity("The cat sat on the mat. It was a sunny day.", lm).value
     noise = perplexity("mat day sunny The on was cat. It sat the a.", lm).value
     assert fluent is not None and noise is not None and 1.0 < fluent < noise

@@ -9,16 +9,17 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from legival_core.ingest import ingest_file  # noqa: E402
-from legival_core.spec import Execution  # noqa: E402
-from legival_core.stages.transfer import TransferSummary, plan_missing, rollout_chunk  # noqa: E402
-from legival_core.transfer.planner import StudentConfig  # noqa: E402
+from legival_core.spec import Execution, student_config  # noqa: E402
+from legival_core.stages.efficiency import ensure_steps  # noqa: E402
+from legival_core.stages.ingest import ingest_file  # noqa: E402
+from legival_core.stages.transfer import TransferStage, TransferSummary, rollout_chunk  # noqa: E402
 from legival_core.transfer.students import make_student_backend  # noqa: E402
-from tasks import scripted_students  # noqa: E402,F401
 from tasks.engines import EnginePool, engine_for  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data" / "gsm8k_md_eval_cot_5teachers.jsonl"
-CONFIG = StudentConfig(name="s", backend="scripted-demo", model="scripted-demo-v1", max_new_tokens=24)
+CONFIG = student_config(name="s", backend="scripted-demo", model="scripted-demo-v1", max_new_tokens=24)
+STAGE = TransferStage(CONFIG, limit=2, traces_per_chunk=3)
+WORK = STAGE.work()
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +34,8 @@ def plan(tmp_path_factory):
 
     with Store(tmp_path_factory.mktemp("pool") / "s.duckdb") as store:
         ingest_file(store, DATA)
-        return plan_missing(store, CONFIG, limit=2)
+        ensure_steps(store)
+        return STAGE.plan(store)
 
 
 def _sorted(rows):
@@ -42,18 +44,18 @@ def _sorted(rows):
 
 def test_pool_rows_equal_in_process(plan) -> None:
     ray.init(num_cpus=2, include_dashboard=False)
-    pool = EnginePool(CONFIG, Execution(max_concurrent_engines=2, cpus_per_engine=1, traces_per_chunk=3))
-    got = [row for batch in pool.run(plan.todo, 3) for res in batch for row in res.rows]
-    want = rollout_chunk(make_student_backend(CONFIG), CONFIG, plan.todo, TransferSummary())
-    assert len(got) == sum(len(p) for _, p in plan.todo) > 0
+    pool = EnginePool(Execution(max_concurrent_engines=2, cpus_per_engine=1, traces_per_chunk=3))
+    got = [row for batch in pool.run(WORK, plan.units) for res in batch for row in res.rows]
+    want = rollout_chunk(make_student_backend(CONFIG), CONFIG, plan.units, TransferSummary())
+    assert len(got) == sum(len(p) for _, p in plan.units) > 0
     assert _sorted(got) == _sorted(want)
     assert pool.loaded_engines() == 2  # each engine loaded its backend once
     pool.reset()
 
 
 def test_no_work_starts_no_engine(plan) -> None:
-    pool = EnginePool(CONFIG, Execution(max_concurrent_engines=2))
-    assert list(pool.run([], 4)) == []
+    pool = EnginePool(Execution(max_concurrent_engines=2))
+    assert list(pool.run(WORK, [])) == []
     assert pool.actors == [] and not ray.is_initialized()
 
 
@@ -65,24 +67,23 @@ def test_routing_on_two_nodes_keeps_trace_prefixes_together_in_order(plan) -> No
     try:
         ray.init(address=cluster.address)
         cluster.wait_for_nodes()
-        pool = EnginePool(CONFIG, Execution(max_concurrent_engines=2, cpus_per_engine=1))
-        nodes_of_engine: dict[int, set[str]] = defaultdict(set)
-        for batch in pool.run(plan.todo, 2):
+        pool = EnginePool(Execution(max_concurrent_engines=2, cpus_per_engine=1))
+        ks: dict[str, list[int]] = defaultdict(list)
+        for batch in pool.run(TransferStage(CONFIG, limit=2, traces_per_chunk=2).work(), plan.units):
             for res in batch:
-                nodes_of_engine[res.engine].add(res.node_id)
-                assert all(engine_for(r["trace_id"], 2) == res.engine for r in res.rows)
+                for r in res.rows:
+                    ks[r["trace_id"]].append(r["k"])
+        assert all(v == sorted(v) for v in ks.values()), "prefixes of a trace out of ascending order"
         histories = pool.histories()
         assert len(histories) == 2 and all(histories)
         engine_of_trace: dict[str, int] = {}
         for e, hist in enumerate(histories):
-            ks: dict[str, list[int]] = defaultdict(list)
-            for tid, k in hist:
+            for tid in hist:
                 assert engine_of_trace.setdefault(tid, e) == e, "a trace's prefixes went to two engines"
-                ks[tid].append(k)
-            assert all(v == sorted(v) for v in ks.values()), "prefixes of a trace out of ascending order"
-        assert set(engine_of_trace) == {t.trace_id for t, _ in plan.todo}
+                assert engine_for(tid, 2) == e
+        assert set(engine_of_trace) == {t.trace_id for t, _ in plan.units}
         # one node per engine (num_cpus=1 each on 1-CPU nodes): the work really spread over two nodes
-        assert len({n for ns in nodes_of_engine.values() for n in ns}) == 2
+        assert len({n for ns in pool.nodes.values() for n in ns}) == 2
         pool.reset()
     finally:
         ray.shutdown()
@@ -108,14 +109,14 @@ def test_prewarm_starts_and_loads_engines_before_work(plan) -> None:
     backends in the background; the work submitted later goes to those same engines."""
     from tasks.engines import on_ray_owner_thread, shutdown_pools
 
-    pool = EnginePool(CONFIG, Execution(max_concurrent_engines=2, cpus_per_engine=1, local_cpus=2))
-    pool.prewarm()
+    pool = EnginePool(Execution(max_concurrent_engines=2, cpus_per_engine=1, local_cpus=2))
+    pool.prewarm(WORK)
     on_ray_owner_thread(lambda: None)  # the owner thread runs its queue in order: the prewarm is submitted
     actors = list(pool.actors)
     assert len(actors) == 2 and len(pool.warming) == 2
     assert all(ray.get(pool.warming)) and pool.loaded_engines() == 2
-    got = [row for batch in pool.run(plan.todo, 3) for res in batch for row in res.rows]
-    assert pool.actors == actors and len(got) == sum(len(p) for _, p in plan.todo)
+    got = [row for batch in pool.run(WORK, plan.units) for res in batch for row in res.rows]
+    assert pool.actors == actors and len(got) == sum(len(p) for _, p in plan.units)
     pool.reset()
     shutdown_pools()  # stops the Ray that the owner thread started
     assert not ray.is_initialized()

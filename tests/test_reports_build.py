@@ -13,10 +13,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from legival_core.reports.build import build_reports
+from legival_core.reports.build import assemble
 from legival_core.reports.dashboard import safe_json
+from legival_core.reports.stage import ReportConfig, build_reports
 from legival_core.reports.synthetic import fill_synthetic
+from legival_core.rewards.models import RM_CODE_VERSION
 from legival_core.store import Store
+from tests._sql import sql
 
 CLI_TEACHER_DATASET = ["teacher", "dataset", "n_traces", "accuracy", "token_len_median", "step_len_median",
                        "redundancy", "backtracking", "backtracking_method", "fotu", "sotu", "regression_rate",
@@ -36,11 +39,20 @@ def filled(tmp_path: Path) -> Path:
     return db
 
 
+def _add_rm_scores(store: Store) -> None:
+    """A reward model's rows as `legival rm` stores them: teacher means a 0.1, b 0.4, c 0.3, d 0.9."""
+    ids = sql(store, "SELECT trace_id, teacher FROM traces")
+    score = {"a": 0.1, "b": 0.4, "c": 0.3, "d": 0.9}
+    store.insert_rows("trace_metrics", [
+        {"trace_id": t, "metric": "rm:demo", "params": "{}", "code_version": RM_CODE_VERSION,
+         "value": score[teacher], "method": "scalar", "status": "ok", "detail": None}
+        for t, teacher in ids.iter_rows()])
+
+
 def test_report_directory_contract(filled: Path, tmp_path: Path) -> None:
-    rm = pl.DataFrame({"teacher": ["a", "b", "c", "d"], "rm_demo": [0.1, 0.4, 0.3, 0.9]})
     with Store(filled) as store:
-        res = build_reports(store, tmp_path / "out", n_resamples=100, extra_teacher_columns=[rm],
-                            extra_directions={"rm_demo": "higher"})
+        _add_rm_scores(store)
+        res = build_reports(store, tmp_path / "out", ReportConfig(resamples=100))
         n_rollouts = store.count("rollouts")
     out = tmp_path / "out"
     assert set(res.files) >= FILES and {p.name for p in out.iterdir()} >= FILES
@@ -49,9 +61,10 @@ def test_report_directory_contract(filled: Path, tmp_path: Path) -> None:
     tm = pl.read_csv(out / "teacher_metrics.csv")
     assert tm.height == 4 and tm["teacher"].to_list() == ["a", "b", "c", "d"]
     for c in ("rank_accuracy", "rank_fotu", "rank_change_fotu", "on_pareto_frontier", "fotu_ci_low",
-              "rank_fotu_ci_high", "rank_fotu_indistinct_from", "rm_demo", "rank_rm_demo"):
+              "rank_fotu_ci_high", "rank_fotu_indistinct_from", "rm_demo"):
         assert c in tm.columns, c
-    assert tm.sort("rm_demo", descending=True)["rank_rm_demo"].to_list() == [1, 2, 3, 4]
+    assert tm.sort("teacher")["rm_demo"].to_list() == pytest.approx([0.1, 0.4, 0.3, 0.9])
+    assert "rank_rm_demo" not in tm.columns  # the registry registers RMs undirected: not ranked
     assert tm["on_pareto_frontier"].sum() >= 1
     corr = pl.read_csv(out / "correlations.csv")
     assert "rm_demo" in corr["metric_b"].to_list() + corr["metric_a"].to_list()
@@ -63,10 +76,14 @@ def test_report_directory_contract(filled: Path, tmp_path: Path) -> None:
     assert html.count("<script") == 2  # the JSON data block and the page script
 
 
-def test_extra_columns_must_not_clash(filled: Path, tmp_path: Path) -> None:
-    with Store(filled) as store, pytest.raises(ValueError, match="clash"):
-        build_reports(store, tmp_path / "o", n_resamples=0,
-                      extra_teacher_columns=[pl.DataFrame({"teacher": ["a"], "fotu": [1.0]})])
+def test_extra_columns_must_not_clash(filled: Path) -> None:
+    from legival_core.reports.build import compute_report
+
+    with Store(filled) as store:
+        data = compute_report(store, ReportConfig(resamples=0))
+    with pytest.raises(ValueError, match="clash"):
+        assemble(data.traces, data.students, data.transfer, pl.DataFrame({"trace_id": []}), ReportConfig(resamples=0),
+                 [pl.DataFrame({"teacher": ["a"], "fotu": [1.0]})])
 
 
 def test_safe_json_is_inert_in_html() -> None:
@@ -89,7 +106,7 @@ def test_serve_live_api(filled: Path) -> None:
     from legival_core.reports.serve import make_server
 
     with Store(filled, read_only=True) as store:
-        server = make_server(store, port=0, n_resamples=20)
+        server = make_server(store, port=0, config=ReportConfig(resamples=20))
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from legival_core.reports.aggregate import RANKED_METRICS, index_traces
-from legival_core.reports.bootstrap import bootstrap, ci_table, rank_pairs, weighted_median
-from legival_core.reports.build import assemble, compute_report
+from legival_core.reports.aggregate import index_traces
+from legival_core.reports.bootstrap import bootstrap, ci_table, rank_pairs, ranked_ci_metrics, weighted_median
+from legival_core.reports.build import ReportConfig, assemble, compute_report
 from legival_core.reports.elbow import redundancy_elbow
 from legival_core.reports.pareto import pareto_frontier
 from legival_core.reports.stats import (
@@ -25,8 +25,12 @@ from legival_core.reports.stats import (
     spearman,
 )
 from legival_core.reports.synthetic import fill_synthetic
-from legival_core.reports.transfer_tables import empty_depths, transfer_table
+from legival_core.reports.tables import with_derived_columns as with_derived
 from legival_core.store import Store
+from legival_core.transfer.utility import empty_depths, transfer_table
+from tests._sql import rows
+
+RANKED_METRICS = ranked_ci_metrics()
 
 NAN = float("nan")
 
@@ -174,9 +178,9 @@ def synthetic_data(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
     with Store(path) as store:
         fill_synthetic(store, teachers=("a", "b", "c", "d"), datasets=("gsm8k", "math"), traces_per_cell=30, seed=5)
         # a teacher with no correct traces: no transfer metrics at all
-        store.run("UPDATE grades SET correct = false WHERE trace_id LIKE 'd|%'")
-        store.run("DELETE FROM rollouts WHERE trace_id LIKE 'd|%'")
-        yield compute_report(store, n_resamples=0)
+        rows(store, "UPDATE grades SET correct = false WHERE trace_id LIKE 'd|%'")
+        rows(store, "DELETE FROM rollouts WHERE trace_id LIKE 'd|%'")
+        yield compute_report(store, ReportConfig(resamples=0))
 
 
 def test_bootstrap_with_unit_weights_reproduces_point_estimates(synthetic_data) -> None:  # type: ignore[no-untyped-def]
@@ -184,7 +188,7 @@ def test_bootstrap_with_unit_weights_reproduces_point_estimates(synthetic_data) 
     from legival_core.reports.aggregate import pair_frame
 
     pairs = pair_frame(data.traces, data.transfer, data.students)
-    boot = bootstrap(data.traces, pairs, data.transfer.curves, draw=lambda _d, p: np.ones((1, p)))
+    boot = bootstrap(data.traces, pairs, data.transfer.curves, 1, 0, 50, draw=lambda _d, p: np.ones((1, p)))
     tm = {r["teacher"]: r for r in data.teacher_metrics.iter_rows(named=True)}
     for m, samples in boot.samples.items():
         for i, t in enumerate(boot.teachers):
@@ -206,8 +210,8 @@ def test_bootstrap_intervals_seeded_and_sensible(synthetic_data) -> None:  # typ
     from legival_core.reports.aggregate import pair_frame
 
     pairs = pair_frame(data.traces, data.transfer, data.students)
-    b1 = bootstrap(data.traces, pairs, data.transfer.curves, n_resamples=300, seed=7)
-    b2 = bootstrap(data.traces, pairs, data.transfer.curves, n_resamples=300, seed=7)
+    b1 = bootstrap(data.traces, pairs, data.transfer.curves, n_resamples=300, seed=7, n_bins=50)
+    b2 = bootstrap(data.traces, pairs, data.transfer.curves, n_resamples=300, seed=7, n_bins=50)
     for m in b1.samples:
         np.testing.assert_array_equal(b1.samples[m], b2.samples[m])
     ci = ci_table(b1)
@@ -232,7 +236,7 @@ def test_bootstrap_intervals_seeded_and_sensible(synthetic_data) -> None:  # typ
 def test_single_teacher_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with Store(tmp_path / "s.duckdb") as store:
         fill_synthetic(store, teachers=("solo",), datasets=("gsm8k",), traces_per_cell=15, seed=1)
-        data = compute_report(store, n_resamples=50)
+        data = compute_report(store, ReportConfig(resamples=50))
     row = data.teacher_metrics.row(0, named=True)
     assert all(row[f"rank_{m}"] == 1 for m in RANKED_METRICS if row[m] is not None)
     assert row["on_pareto_frontier"] is True
@@ -241,16 +245,16 @@ def test_single_teacher_report(tmp_path) -> None:  # type: ignore[no-untyped-def
 
 
 def test_no_rollouts_leaves_transfer_columns_empty() -> None:
-    traces = index_traces(pl.DataFrame({
+    traces = index_traces(with_derived(pl.DataFrame({
         "trace_id": ["x", "y"], "teacher": ["a", "b"], "dataset": ["gsm8k"] * 2, "problem_id": ["p", "p"],
         "truncated": [False, False], "source_correct": [None, None], "correct": [True, False],
         "grade_status": ["ok", "ok"], "extracted": ["1", "2"], "groups_correct": [None, None],
         "token_len": [10, 20], "step_len": [2, 0], "redundancy": [0.0, 0.0], "backtracking": [0.5, 0.0],
         "backtracking_method": ["lexical", "lexical"]},
-        schema_overrides={"source_correct": pl.Boolean, "groups_correct": pl.Int32}))
+        schema_overrides={"source_correct": pl.Boolean, "groups_correct": pl.Int32})))
     students = pl.DataFrame(schema={"six": pl.Int64, "student_key": pl.Utf8, "student": pl.Utf8})
     sweep = pl.DataFrame(schema={"trace_id": pl.Utf8, **{f"thr_{i}": pl.Float64 for i in range(21)}})
-    data = assemble(traces, students, transfer_table(empty_depths()), sweep, n_resamples=20)
+    data = assemble(traces, students, transfer_table(empty_depths(), 50), sweep, ReportConfig(resamples=20))
     td = data.aggregates.by_dataset
     for c in ("fotu", "sotu", "regression_rate", "student_baseline_acc"):
         assert td[c].null_count() == td.height
@@ -259,3 +263,4 @@ def test_no_rollouts_leaves_transfer_columns_empty() -> None:
     assert td.sort("teacher")["n_correct_no_steps"].to_list() == [0, 0]
     assert data.teacher_metrics["on_pareto_frontier"].null_count() == 2
     assert data.tu_curves.height == 0
+

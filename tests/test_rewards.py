@@ -12,6 +12,8 @@ import pytest
 from legival_core.rewards import RewardModelSpec, TraceInput, load_reward_model
 from legival_core.stages.rewards import run_rewards
 
+from ._sql import sql
+
 
 def _tokenizer():  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
@@ -85,7 +87,7 @@ def test_prm_step_scores(tiny_prm: Path) -> None:
 
 def _fill(store) -> None:  # type: ignore[no-untyped-def]
     """Three teachers x three gsm8k problems (no rollouts: FOTU rows are simply absent)."""
-    from legival_core.ingest import ingest_file
+    from legival_core.stages.ingest import ingest_file
 
     recs = []
     for t, right in (("t1", [1, 1, 1]), ("t2", [1, 1, 0]), ("t3", [1, 0, 0])):
@@ -99,18 +101,18 @@ def _fill(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_stage_rows_unavailable_then_scored_and_correlations(store, tiny_rm: Path) -> None:  # type: ignore[no-untyped-def]
-    from legival_core.rewards import rm_correlations, teacher_columns
+    from legival_core.reports.rewards import rm_correlations, teacher_columns
 
     _fill(store)
     missing = RewardModelSpec("tiny", "tiny", path=str(Path(store.path).parent / "nope"), dtype="float32")
     s = run_rewards(store, [missing])
     assert s.as_dict()["rm_unavailable"] == ["tiny"]
-    rows = store.query("SELECT status, value FROM trace_metrics WHERE metric = 'rm:tiny'")
+    rows = sql(store, "SELECT status, value FROM trace_metrics WHERE metric = 'rm:tiny'")
     assert rows.height == 9 and set(rows["status"].to_list()) == {"unavailable"}
 
     s = run_rewards(store, [RewardModelSpec("tiny", "tiny", path=str(tiny_rm), dtype="float32")])
     assert s.models[0].scored == 9  # the local path is not a parameter: real scores replace the rows
-    rows = store.query("SELECT status FROM trace_metrics WHERE metric = 'rm:tiny'")
+    rows = sql(store, "SELECT status FROM trace_metrics WHERE metric = 'rm:tiny'")
     assert set(rows["status"].to_list()) == {"ok"} and rows.height == 9
     assert run_rewards(store, [RewardModelSpec("tiny", "tiny", path=str(tiny_rm))]).models[0].scored == 0
 
@@ -138,3 +140,49 @@ def test_rm_cli(store, tiny_rm: Path, tmp_path: Path) -> None:  # type: ignore[n
     summary = json.loads(res.stdout.strip().splitlines()[-1])
     assert summary["rm_scored"] == 9 and summary["rm_truncated"] > 0
     assert (tmp_path / "out" / "rm_correlations.csv").exists()
+
+
+class _FakeModel:
+    """Scores a trace by its reasoning length; records what it was asked and whether it was closed."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.closed = False
+
+    def score(self, traces):  # type: ignore[no-untyped-def]
+        from legival_core.rewards import Score
+
+        self.calls.append(len(traces))
+        return [Score(t.trace_id, float(len(t.reasoning)), 10, False, 0) for t in traces]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_stage_chunks_commits_and_closes_the_model(store) -> None:  # type: ignore[no-untyped-def]
+    from legival_core.registry import entry
+    from legival_core.rewards import RewardModelUnavailable
+    from legival_core.stages.base import store_access
+
+    assert entry("stage", "rewards").meta.command == "legival rm --db DB"
+    _fill(store)
+    spec = RewardModelSpec("fake", "fake")
+
+    def missing(_spec: RewardModelSpec) -> _FakeModel:
+        raise RewardModelUnavailable("not here")
+
+    s = run_rewards(store, [spec], chunk=4, loader=missing)
+    assert s.models[0].status == "unavailable" and s.models[0].reason == "not here"
+    assert sql(store, "SELECT count(*) AS n FROM trace_metrics WHERE status = 'unavailable'")["n"][0] == 9
+
+    model = _FakeModel()
+    seen: list[tuple[str, int, int]] = []
+    s = run_rewards(store_access(store), [spec], limit=7, chunk=3, loader=lambda _s: model,
+                    progress=lambda name, d, n: seen.append((name, d, n)))
+    assert model.calls == [3, 3, 1] and model.closed
+    assert seen == [("fake", 3, 7), ("fake", 6, 7), ("fake", 7, 7)] and s.models[0].scored == 7
+    got = sql(store, "SELECT status, count(*) AS n FROM trace_metrics WHERE metric = 'rm:fake' GROUP BY 1 ORDER BY 1")
+    assert got.rows() == [("ok", 7), ("unavailable", 2)]  # scores replaced the placeholders of their traces
+    values = sql(store, "SELECT x.value, length(t.reasoning) AS n FROM trace_metrics x JOIN traces t USING (trace_id) "
+                        "WHERE x.status = 'ok'")
+    assert values["value"].to_list() == [float(n) for n in values["n"].to_list()]

@@ -51,11 +51,47 @@ def test_nested_unknown_key_names_location(tmp_path: Path) -> None:
         parse_spec(d, tmp_path)
 
 
-def test_literal_choice_message(tmp_path: Path) -> None:
+def test_choices_are_validated_against_the_registry(tmp_path: Path) -> None:
+    """Judges, backends, datasets and dtypes are checked against what is registered, and the message
+    lists the registered names (never a hand-written list)."""
+    from legival_core.registry import names
+
     d = _base(tmp_path) | {"judge": {"name": "gpt4"}}
     with pytest.raises(SpecError) as e:
         parse_spec(d, tmp_path)
-    assert "judge.name" in str(e.value) and "'lexical'" in str(e.value) and "'gpt4'" in str(e.value)
+    assert "judge.name" in str(e.value) and "'gpt4'" in str(e.value)
+    assert all(j in str(e.value) for j in names("judge")) and "lexical" in names("judge")
+    d = _base(tmp_path) | {"students": [{"name": "s", "backend": "nope"}]}
+    with pytest.raises(SpecError) as e:
+        parse_spec(d, tmp_path)
+    assert "students.0.backend" in str(e.value) and all(b in str(e.value) for b in names("backend"))
+    d = _base(tmp_path) | {"students": [{"name": "s", "backend": "embedded", "dtype": "float16"}]}
+    with pytest.raises(SpecError, match="backend 'embedded' runs dtype float32 | bfloat16, not 'float16'"):
+        parse_spec(d, tmp_path)
+    ok = parse_spec(_base(tmp_path) | {"students": [{"name": "s", "backend": "vllm", "dtype": "float16"}]}, tmp_path)
+    assert ok.students[0].dtype == "float16"
+    d = _base(tmp_path) | {"quality": {"metrics": ["clarity", "nope"]}}
+    with pytest.raises(SpecError, match="unknown quality metric 'nope'"):
+        parse_spec(d, tmp_path)
+
+
+def test_one_spelling_per_model_and_one_source_of_defaults(tmp_path: Path) -> None:
+    """The student's model has one canonical name whatever spelling the spec uses, and a command's
+    defaults are the spec's: `legival transfer` and `legival run` build the same student key."""
+    import inspect
+
+    from legival.commands.transfer import transfer
+    from legival_core.catalog import SMOLLM2
+    from legival_core.spec import Student, Transfer, student_config
+
+    for spelling in ("smollm2-135m-instruct", "SmolLM2-135M-Instruct-Q4_1-gguf", "smollm2"):
+        st = parse_spec(_base(tmp_path) | {"students": [{"name": "s", "model": spelling}]}, tmp_path).students[0]
+        assert st.model == SMOLLM2
+    spec = parse_spec(_base(tmp_path), tmp_path)
+    assert spec.student_config(spec.students[0]) == student_config()
+    defaults = {p.name: p.default for p in inspect.signature(transfer).parameters.values()}
+    assert defaults["max_new_tokens"] == Transfer().max_new_tokens
+    assert defaults["student"] == Student().name and defaults["model"] == Student().model
 
 
 def test_teacher_needs_exactly_one_source(tmp_path: Path) -> None:

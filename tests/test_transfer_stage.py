@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.backends.scripted import ScriptedBackend
-from legival_core.ingest import ingest_file
+from legival_core.spec import student_config
+from legival_core.stages.efficiency import ensure_steps
+from legival_core.stages.ingest import ingest_file
 from legival_core.stages.transfer import run_transfer, select_transfer_traces
 from legival_core.store import Store
-from legival_core.transfer.planner import StudentConfig
-
-from .conftest import EXAMPLES
+from tests._sql import sql
+from tests.conftest import EXAMPLES
+from tests.plugins.scripted import ScriptedBackend
 
 # 7 steps: K = {0, 3, 6, 7}; bins (50*k + 6) // 7 -> 0, 22, 43, 50
 REASONING = ("Janet has 16 eggs. She eats 3. She bakes with 4. That leaves 9 eggs. "
@@ -49,6 +50,7 @@ def loaded(store: Store, tmp_path: Path) -> Store:
 
 
 def test_selection_and_empty_traces(loaded: Store) -> None:
+    ensure_steps(loaded)  # the transfer stage requires steps (it runs the segment stage first)
     traces, empty = select_transfer_traces(loaded)
     assert [t.problem.problem_id for t in traces] == ["gsm8k-test-1", "gsm8k-test-2"]
     assert empty == 1
@@ -57,11 +59,11 @@ def test_selection_and_empty_traces(loaded: Store) -> None:
 
 def test_rollouts_two_pass_grading_and_resume(loaded: Store) -> None:
     backend = ScriptedBackend(script)
-    cfg = StudentConfig(name="scripted", backend="scripted", model="scripted-1", max_new_tokens=50)
+    cfg = student_config(name="scripted", backend="scripted", model="scripted-1", max_new_tokens=50)
     s = run_transfer(loaded, backend, cfg)
     assert (s.transfer_traces, s.empty_correct_traces) == (2, 1)
     assert (s.rollouts_total, s.rollouts_cached, s.rollouts_generated) == (8, 0, 8)
-    rows = loaded.query(
+    rows = sql(loaded,
         "SELECT k, bin, m, status, correct, forced, extracted, continuation, forced_continuation "
         "FROM rollouts WHERE trace_id = (SELECT min(trace_id) FROM rollouts) ORDER BY k").to_dicts()
     assert [(r["k"], r["bin"], r["m"]) for r in rows] == [(0, 0, 7), (3, 22, 7), (6, 43, 7), (7, 50, 7)]
@@ -80,9 +82,9 @@ def test_rollouts_two_pass_grading_and_resume(loaded: Store) -> None:
     again = run_transfer(loaded, ScriptedBackend(script), cfg)
     assert (again.rollouts_total, again.rollouts_cached, again.rollouts_generated) == (8, 8, 0)
     # another backend serving the same model and decoding reuses the rollouts (key excludes backend)
-    other = StudentConfig(name="other-name", backend="embedded", model="scripted-1", max_new_tokens=50)
+    other = student_config(name="other-name", backend="embedded", model="scripted-1", max_new_tokens=50)
     assert other.student_key == cfg.student_key
-    assert StudentConfig(model="scripted-1", max_new_tokens=51).student_key != cfg.student_key
+    assert student_config(model="scripted-1", max_new_tokens=51).student_key != cfg.student_key
 
 
 def test_overflow_is_recorded_not_graded(loaded: Store) -> None:
@@ -91,17 +93,17 @@ def test_overflow_is_recorded_not_graded(loaded: Store) -> None:
         __import__("legival_core.transfer.planner", fromlist=["x"]).student_messages(
             __import__("legival_core.datasets", fromlist=["x"]).get_dataset("gsm8k").system_prompt, "How much?", ""), True).split())
     backend = ScriptedBackend(script, context_length=k0_len + 10)
-    s = run_transfer(loaded, backend, StudentConfig(backend="scripted", model="scripted-small", max_new_tokens=50))
+    s = run_transfer(loaded, backend, student_config(backend="scripted", model="scripted-small", max_new_tokens=50))
     assert s.overflow > 0
-    rows = loaded.query("SELECT status, correct FROM rollouts WHERE status = 'overflow'").to_dicts()
+    rows = sql(loaded, "SELECT status, correct FROM rollouts WHERE status = 'overflow'").to_dicts()
     assert rows and all(r["correct"] is None for r in rows)
 
 
 def test_preprint_profile_depths_and_prefixes(loaded: Store) -> None:
     backend = ScriptedBackend(script)
-    cfg = StudentConfig(backend="scripted", model="scripted-1", max_new_tokens=50, profile="preprint")
+    cfg = student_config(backend="scripted", model="scripted-1", max_new_tokens=50, profile="preprint")
     run_transfer(loaded, backend, cfg)
-    ks = loaded.query("SELECT DISTINCT k FROM rollouts WHERE student_key = ? ORDER BY k", [cfg.student_key])
+    ks = sql(loaded, "SELECT DISTINCT k FROM rollouts WHERE student_key = ? ORDER BY k", [cfg.student_key])
     assert ks["k"].to_list() == [0, 3, 6]  # range(0, 7, 3) plus m-1 = 6; never m
     k3 = [r for r in backend.calls if r.request_id.endswith(":3")][0]
     assert "She eats 3.\nShe bakes with 4." in k3.prompt  # sentences re-joined with newlines
@@ -112,7 +114,7 @@ def test_preprint_profile_depths_and_prefixes(loaded: Store) -> None:
 
 def test_spec_profile_requests_carry_no_repetition_penalty(loaded: Store) -> None:
     backend = ScriptedBackend(script)
-    run_transfer(loaded, backend, StudentConfig(backend="scripted", model="scripted-1", max_new_tokens=50))
+    run_transfer(loaded, backend, student_config(backend="scripted", model="scripted-1", max_new_tokens=50))
     assert any(r.request_id.endswith(":forced") for r in backend.calls)
     assert {r.repetition_penalty for r in backend.calls} == {1.0}
 
@@ -123,7 +125,7 @@ def test_embedded_student_on_real_traces(tmp_path: Path) -> None:
 
     store = Store(tmp_path / "e.duckdb")
     ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
-    cfg = StudentConfig(max_new_tokens=12, step_interval=6)
+    cfg = student_config(max_new_tokens=12, step_interval=6)
     backend = make_student_backend(cfg)
     try:
         s = run_transfer(store, backend, cfg, teacher="openai/gpt-oss-120b", limit=2)
@@ -131,7 +133,7 @@ def test_embedded_student_on_real_traces(tmp_path: Path) -> None:
         backend.close()
     assert s.transfer_traces == 2 and s.rollouts_generated == s.rollouts_total > 2
     assert s.prefill_cached > 0  # later depths of a trace reuse the earlier prefix
-    rows = store.query("SELECT k, m, status, prompt_tokens, completion_tokens FROM rollouts").to_dicts()
+    rows = sql(store, "SELECT k, m, status, prompt_tokens, completion_tokens FROM rollouts").to_dicts()
     assert all(r["status"] == "ok" and r["prompt_tokens"] > 0 for r in rows)
     assert {r["k"] for r in rows} >= {0}
     s2 = run_transfer(store, make_student_backend(cfg), cfg, teacher="openai/gpt-oss-120b", limit=2)

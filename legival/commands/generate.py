@@ -11,6 +11,9 @@ import typer
 
 from legival.app import app, open_store, prepare_spec_run
 from legival.console import emit_summary, fail, progress_bar
+from legival_core.spec import Generation, default_of
+
+_GEN_HELP = "Generation backend: a registered backend (embedded, vllm, ...) or openai (a chat endpoint)."
 
 
 @app.command()
@@ -22,18 +25,27 @@ def generate(
         help="Teacher name the traces are stored under (with --spec: only this spec teacher).")] = None,
     dataset: Annotated[str | None, typer.Option(help="Dataset name (gsm8k, math, gpqa, connections, lsat).")] = None,
     problems: Annotated[Path | None, typer.Option(help="Dataset file in its public format (e.g. GSM8K test.jsonl).")] = None,
-    backend: Annotated[str, typer.Option(help="embedded | vllm | openai (chat endpoint).")] = "embedded",
+    backend: Annotated[str, typer.Option(help=_GEN_HELP)] = "embedded",
     model: Annotated[str | None, typer.Option(help="Model id or local path (default: the embedded SmolLM2).")] = None,
-    config: Annotated[str | None, typer.Option(help="Model config: a configs/models stem or a YAML path.")] = None,
-    limit: Annotated[int | None, typer.Option(help="First N problems of the file.")] = None,
-    max_new_tokens: Annotated[int | None, typer.Option(help="Token budget (default: the model config's).")] = None,
-    fmt: Annotated[str | None, typer.Option("--format", help="Loader format when the dataset has several.")] = None,
-    batch_size: Annotated[int, typer.Option(help="Prompts per backend call (cache written after each).")] = 8,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible server (backend openai).")] = None,
-    backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = "{}",
+    config: Annotated[str | None, typer.Option(
+        help="Model config: a configs/models stem or a YAML path.")] = default_of(Generation, "config"),
+    limit: Annotated[int | None, typer.Option(help="First N problems of the file.")] = default_of(Generation, "limit"),
+    max_new_tokens: Annotated[int | None, typer.Option(
+        help="Token budget (default: the model config's budget, as the spec's `generate.max_new_tokens`).",
+    )] = default_of(Generation, "max_new_tokens"),
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help="Loader format when the dataset has several.")] = default_of(Generation, "format"),
+    batch_size: Annotated[int, typer.Option(
+        help="Prompts per backend call (cache written after each).")] = default_of(Generation, "batch_size"),
+    base_url: Annotated[str | None, typer.Option(
+        help="OpenAI-compatible server (backend openai).")] = default_of(Generation, "base_url"),
+    backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = json.dumps(
+        default_of(Generation, "backend_options")),
     greedy: Annotated[bool, typer.Option(
-        "--greedy", help="Decode greedily instead of the model config's recommended sampling.")] = False,
-    seed: Annotated[int, typer.Option(help="Base seed of the per-problem sampling seeds.", min=0)] = 0,
+        "--greedy", help="Decode greedily instead of the model config's recommended sampling.")
+    ] = default_of(Generation, "decoding") == "greedy",
+    seed: Annotated[int, typer.Option(
+        help="Base seed of the per-problem sampling seeds.", min=0)] = default_of(Generation, "seed"),
 ) -> None:
     """Generate teacher traces; a rerun generates nothing (cached by model, prompt, decoding, problem).
 
@@ -100,8 +112,6 @@ def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:
 def _engine(backend: str, model: str | None, cfg: Any, options: dict[str, Any], base_url: str | None) -> Any:
     from legival_core.generation.engines import make_teacher_engine
 
-    if backend not in ("embedded", "vllm", "openai"):
-        fail(f"--backend must be embedded, vllm or openai, not {backend!r}")
     try:
         return make_teacher_engine(backend, model if backend != "openai" else (model or cfg.model),
                                    cfg.chat_template_kwargs, cfg.tokenizer, options, base_url)

@@ -1,4 +1,4 @@
-"""`legival grade`."""
+"""`legival grade`: batch-grade a file of predictions, or grade a store's traces (the grade stage)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,27 @@ from legival.console import emit_summary, fail, progress_bar
 
 @app.command()
 def grade(
-    file: Annotated[Path, typer.Argument(help="JSONL records with 'pred' and 'gold' fields.")],
-    dataset: Annotated[str, typer.Option(help="Dataset whose grader to use (gsm8k, math, gpqa, lsat, connections).")],
-    out: Annotated[Path, typer.Option("--out", help="Output JSONL: the records plus 'equivalent' and 'grade_status'.")],
+    file: Annotated[Path | None, typer.Argument(help="JSONL records with 'pred' and 'gold' fields.")] = None,
+    dataset: Annotated[str | None, typer.Option(
+        help="Dataset whose grader to use (gsm8k, math, gpqa, lsat, connections).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Output JSONL: the records plus 'equivalent' and 'grade_status'.")] = None,
     role: Annotated[str, typer.Option(help="teacher: last answer wins; student: first explicit answer wins.")] = "teacher",
+    db: Annotated[Path | None, typer.Option(
+        "--db", help="Instead of a FILE: grade the store's traces that have no grade by the current grader of "
+                     "their dataset (e.g. after a grader version bump; nothing is re-ingested).")] = None,
 ) -> None:
-    """Batch-grade predictions against gold answers with Legi-Val's graders."""
+    """Batch-grade predictions against gold answers with Legi-Val's graders (FILE --dataset --out),
+    or grade a store's traces that lack a current grade (--db)."""
+    if db is not None:
+        if file is not None or dataset is not None or out is not None:
+            fail("give either FILE --dataset D --out OUT, or --db DB (not both)")
+        _grade_store(db)
+        return
+    missing = [n for n, v in (("FILE", file), ("--dataset", dataset), ("--out", out)) if v is None]
+    if missing:
+        fail(f"give FILE --dataset D --out OUT (missing {', '.join(missing)}), or --db DB")
+    assert file is not None and dataset is not None and out is not None
     from legival_core.registry import UnknownName
     from legival_core.stages.batch_grade import BatchGradeError, grade_jsonl
 
@@ -32,3 +47,17 @@ def grade(
     except (BatchGradeError, UnknownName) as e:
         fail(str(e))
     emit_summary({"command": "grade", "out": str(out), **counts, "wall_s": round(time.perf_counter() - t0, 3)})
+
+
+def _grade_store(db: Path) -> None:
+    from legival_core.stages.grade import grade_store
+    from legival_core.store import Store, StoreLocked, StoreMissing
+
+    t0 = time.perf_counter()
+    try:
+        store = Store(db, create=False)
+    except (StoreLocked, StoreMissing) as e:
+        fail(str(e))
+    with store, progress_bar("grade") as bar:
+        s = grade_store(store, progress=lambda done, total: bar.update(done=done, total=total))
+    emit_summary({"command": "grade", "db": str(db), **s.as_dict(), "wall_s": round(time.perf_counter() - t0, 3)})

@@ -20,7 +20,7 @@ def ingest(
     teacher: Annotated[str | None, typer.Option(help="Teacher name for every trace (default: the 'model' field).")] = None,
 ) -> None:
     """Import trace files and re-grade every trace with Legi-Val's graders."""
-    from legival_core.ingest import IngestError, ingest_file
+    from legival_core.stages.ingest import IngestError, ingest_file
 
     t0 = time.perf_counter()
     results = []

@@ -5,65 +5,73 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from legival.app import DbOption, app, open_store
+from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
+from legival_core.judges.records import BATCH_POLL_INTERVAL_S
+from legival_core.spec import Judge, default_of
 
-if TYPE_CHECKING:
-    from legival_core.judges import BaseJudge
-
-JUDGES = ("gemini", "openai-compatible", "lexical")
-ESTIMATE_ONLY_KEY = "estimate-only-no-call"
-"""Stands in for a missing Gemini key under --estimate, which never calls the API."""
+DEFAULT_JUDGE = "gemini"
+"""`legival judge` without --judge asks Gemini (a spec's `judge.name` defaults to `lexical`)."""
 
 
 @app.command()
 def judge(
     db: DbOption,
-    judge_name: Annotated[str, typer.Option("--judge", help="gemini | openai-compatible | lexical.")] = "gemini",
-    model: Annotated[str | None, typer.Option(help="Judge model (gemini default: gemini-2.5-flash).")] = None,
+    judge_name: Annotated[str, typer.Option(
+        "--judge", help="A registered judge (`legival list judges`): gemini | openai-compatible | lexical. "
+                        "Default gemini (a spec's judge defaults to lexical).")] = DEFAULT_JUDGE,
+    model: Annotated[str | None, typer.Option(
+        help="Judge model (gemini default: gemini-2.5-flash).")] = default_of(Judge, "model"),
     base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="Endpoint (else LEGIVAL_GEMINI_BASE_URL / LEGIVAL_OPENAI_BASE_URL).")] = None,
-    limit: Annotated[int | None, typer.Option(help="First N traces per (teacher, dataset), stable order.")] = None,
+        "--base-url", help="Endpoint (else LEGIVAL_GEMINI_BASE_URL / LEGIVAL_OPENAI_BASE_URL).")
+    ] = default_of(Judge, "base_url"),
+    limit: Annotated[int | None, typer.Option(
+        help="First N traces per (teacher, dataset), stable order.")] = default_of(Judge, "limit"),
     estimate: Annotated[bool, typer.Option("--estimate", help="Print tokens and dollars; call nothing.")] = False,
-    concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = 16,
-    rpm: Annotated[float | None, typer.Option(help="Requests per minute limit.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Requests in flight at once.")] = default_of(Judge, "concurrency"),
+    rpm: Annotated[float | None, typer.Option(help="Requests per minute limit.")] = default_of(Judge, "rpm"),
     max_cost_usd: Annotated[float | None, typer.Option(
-        "--max-cost-usd", help="Refuse to start when the estimate is above this.")] = None,
+        "--max-cost-usd", help="Refuse to start when the estimate is above this.")] = default_of(Judge, "max_cost_usd"),
     batch: Annotated[bool, typer.Option("--batch", help="Gemini Batch API (half price, resumable).")] = False,
     wait: Annotated[bool, typer.Option(help="With --batch: wait for the jobs and collect them.")] = True,
-    poll_interval: Annotated[float, typer.Option(help="With --batch: seconds between polls.")] = 30.0,
+    poll_interval: Annotated[float, typer.Option(
+        help="With --batch: seconds between polls.")] = BATCH_POLL_INTERVAL_S,
     retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Judge failed traces again.")] = False,
     price_input: Annotated[float | None, typer.Option(help="USD per million input tokens.")] = None,
     price_output: Annotated[float | None, typer.Option(help="USD per million output tokens.")] = None,
 ) -> None:
     """Backtracking by an LLM judge for the traces that have no result from that judge yet."""
-    from legival_core.judges import CostLimitExceeded, JudgeError
-    from legival_core.stages.judge import ensure_lexical, judge_missing
+    from legival_core.judges import CostLimitExceeded, JudgeError, Prices, judge_info
+    from legival_core.judges.factory import batch_judges
+    from legival_core.registry import UnknownName, canonical_name
+    from legival_core.stages.judge import run_judge
 
-    name = judge_name.strip().lower()
-    if name not in JUDGES:
-        fail(f"unknown judge {judge_name!r}; choose one of {', '.join(JUDGES)}")
-    if batch and name != "gemini":
-        fail("--batch needs --judge gemini (the Gemini Batch API)")
+    try:
+        name = canonical_name("judge", judge_name)
+    except UnknownName as e:
+        fail(str(e))
+    info = judge_info(name)
+    if info.llm and info.needs_model and not model:
+        fail(f"--judge {name} needs --model (the served model id)")
+    if batch and not info.batch:
+        fail(f"--batch needs --judge {' | '.join(batch_judges())} (a judge with a batch API)")
+    cfg = settings(Judge, name=name, model=model, base_url=base_url, limit=limit, concurrency=concurrency, rpm=rpm,
+                   max_cost_usd=max_cost_usd)
+    d = Prices()
+    prices = Prices(price_input if price_input is not None else d.input_usd_per_million,
+                    price_output if price_output is not None else d.output_usd_per_million, d.batch_multiplier)
     t0 = time.perf_counter()
-    with open_store(db) as store:
-        if name == "lexical":
-            s = ensure_lexical(store)
-        else:
-            j = _make_judge(name, model, base_url, concurrency, rpm, estimate, price_input, price_output)
-            with progress_bar(f"judge {name}") as bar:
-                try:
-                    s = judge_missing(
-                        store, j, limit=limit, progress=lambda d, t: bar.update(done=d, total=t),
-                        max_cost_usd=max_cost_usd, batch=batch, estimate_only=estimate,
-                        retry_failed=retry_failed, wait=wait, poll_interval_s=poll_interval,
-                    )
-                except (CostLimitExceeded, JudgeError, ValueError) as e:
-                    fail(j.scrub(str(e)))
+    with open_store(db) as store, progress_bar(f"judge {name}") as bar:
+        try:
+            s = run_judge(store, cfg, progress=lambda d, t: bar.update(done=d, total=t), estimate_only=estimate,
+                          retry_failed=retry_failed, batch=batch, wait=wait, poll_interval_s=poll_interval,
+                          prices=prices)
+        except (CostLimitExceeded, JudgeError, ValueError, ImportError) as e:
+            fail(str(e))
     wall = time.perf_counter() - t0
     out_console.print(
         f"judge {s.judge}/{s.model}: {s.selected} selected, {s.cached} cached, {s.judge_calls} judged "
@@ -75,48 +83,6 @@ def judge(
     if s.judge_calls and wall > 0:
         summary["calls_per_s"] = round(s.judge_calls / wall, 1)
     emit_summary(summary)
-
-
-def _make_judge(
-    name: str, model: str | None, base_url: str | None, concurrency: int, rpm: float | None,
-    estimate: bool, price_input: float | None, price_output: float | None,
-) -> BaseJudge:
-    from legival_core.judges import (
-        GeminiJudge,
-        JudgeError,
-        JudgeLimits,
-        MissingAPIKey,
-        OpenAICompatJudge,
-        Prices,
-    )
-
-    try:
-        limits = JudgeLimits(concurrency=concurrency, rpm=rpm)
-    except ValueError as e:
-        fail(str(e))
-    d = Prices()
-    prices = Prices(
-        price_input if price_input is not None else d.input_usd_per_million,
-        price_output if price_output is not None else d.output_usd_per_million,
-        d.batch_multiplier,
-    )
-    try:
-        if name == "gemini":
-            kw: dict[str, Any] = {"base_url": base_url, "limits": limits, "prices": prices}
-            if model:
-                kw["model"] = model
-            try:
-                return GeminiJudge(**kw)
-            except MissingAPIKey:
-                if not estimate:
-                    raise
-                return GeminiJudge(api_key=ESTIMATE_ONLY_KEY, **kw)
-        if not model:
-            fail("--judge openai-compatible needs --model (the served model id)")
-        return OpenAICompatJudge(model=str(model), base_url=base_url, limits=limits, prices=prices)
-    except (JudgeError, ImportError) as e:
-        fail(str(e))
-        raise  # unreachable: fail exits
 
 
 @app.command("judge-agreement")

@@ -11,37 +11,44 @@ import typer
 
 from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, fail, progress_bar
+from legival_core.monitor.supervisor import MAX_NEW_TOKENS
+from legival_core.spec import Student, default_of
+
+DEFAULT_MODEL: str = default_of(Student, "model")
 
 
 @app.command()
 def monitor(
     db: DbOption,
     supervisor: Annotated[str, typer.Option(help="Supervisor name (its verdicts are stored under it).")],
-    backend: Annotated[str, typer.Option(help="embedded | vllm | openai.")] = "embedded",
-    model: Annotated[str | None, typer.Option(help="Model id or local path (default: the embedded SmolLM2).")] = None,
+    backend: Annotated[str, typer.Option(help="embedded | vllm | openai.")] = default_of(Student, "backend"),
+    model: Annotated[str, typer.Option(help="Model id or local path.")] = DEFAULT_MODEL,
     limit: Annotated[int | None, typer.Option(help="First N clean and N natural traces per (teacher, dataset).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the error injection.")] = 0,
-    max_new_tokens: Annotated[int, typer.Option(help="Token budget of a verdict.")] = 8,
+    max_new_tokens: Annotated[int, typer.Option(help="Token budget of a verdict.")] = MAX_NEW_TOKENS,
     backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = "{}",
     out: Annotated[Path | None, typer.Option(help="Write monitor_metrics.csv and monitor_correlations.csv here.")] = None,
 ) -> None:
     """Ask a weak supervisor whether clean, sabotaged and naturally wrong traces are correct."""
+    from legival_core.backends.base import make_backend
     from legival_core.backends.lazy import LazyBackend
-    from legival_core.registry import UnknownName, get
-    from legival_core.stages.monitor import monitor_report, run_monitor
+    from legival_core.registry import UnknownName, canonical_name
+    from legival_core.reports.monitoring import monitor_report
+    from legival_core.stages.monitor import run_monitor
 
     try:
         options: dict[str, Any] = json.loads(backend_options)
-        factory = get("backend", backend)
+        name = canonical_name("backend", backend)
     except json.JSONDecodeError as e:
         fail(f"--backend-options is not valid JSON: {e.msg}")
     except UnknownName as e:
         fail(str(e))
-    if model is not None:
-        options.setdefault({"embedded": "model_dir", "vllm": "model"}.get(backend, "model"), model)
-        options.setdefault("model_id", model)
+    if not isinstance(options, dict):
+        fail("--backend-options must be a JSON object")
+    # A model named in --backend-options is not overridden by the default --model.
+    chosen: str | None = None if model == DEFAULT_MODEL and {"model", "model_dir"} & options.keys() else model
     t0 = time.perf_counter()
-    engine = LazyBackend(lambda: factory(**options))
+    engine = LazyBackend(lambda: make_backend(name, chosen, None, options))
     try:
         with open_store(db) as store:
             with progress_bar(f"monitor ({supervisor})") as bar:

@@ -9,6 +9,10 @@ import typer
 
 from legival.app import DbOption, app, fail, open_store
 from legival.console import emit_summary, progress_bar
+from legival_core.stages.quality_computers import QualityConfig
+
+DEFAULTS = QualityConfig()
+"""The quality stage's defaults (one source: the CLI only overrides them)."""
 
 
 @app.command()
@@ -17,22 +21,24 @@ def quality(
     metrics: Annotated[str | None, typer.Option(
         help="Comma-separated groups or metric names: clarity, cohesion, coherence_momentum, cross_encoder, nli, "
              "alignscore, factcc, perplexity, bertscore, bleurt, z3 (default: all).")] = None,
-    embed_model: Annotated[str, typer.Option(help="Sentence-embedding model for cohesion.")] = "all-MiniLM-L6-v2",
+    embed_model: Annotated[str, typer.Option(help="Sentence-embedding model for cohesion.")] = DEFAULTS.embed_model,
     nli_model: Annotated[str | None, typer.Option(help="MNLI model id or local directory.")] = None,
-    ppl_model: Annotated[str | None, typer.Option(help="Causal LM for perplexity (default: embedded SmolLM2).")] = None,
+    ppl_model: Annotated[str | None, typer.Option(
+        help=f"Causal LM for perplexity (default: the embedded {DEFAULTS.ppl_model}).")] = None,
 ) -> None:
     """gCoT text-quality metrics (clarity, cohesion, consistency, fluency, informativeness, Z3) for traces that
     lack them; metrics whose model is not installed are stored as 'unavailable'."""
     from dataclasses import replace
 
-    from legival_core.stages.quality import QualityConfig, compute_quality, resolve_groups
+    from legival_core.metrics.quality import resolve_groups
+    from legival_core.stages.quality import compute_quality
 
     names = [m for m in (metrics or "").split(",") if m.strip()]
     try:
         resolve_groups(names)
     except ValueError as e:
         fail(str(e))
-    cfg = replace(QualityConfig(), embed_model=embed_model)
+    cfg = replace(DEFAULTS, embed_model=embed_model)
     if nli_model:
         cfg = replace(cfg, nli_model=nli_model)
     if ppl_model:

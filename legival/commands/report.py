@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from legival.app import DbOption, app, open_store
+from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, out_console
 from legival_core.spec import Efficiency, Report, Transfer, default_of
 
@@ -31,9 +31,11 @@ def report(
     ] = default_of(Report, "dashboard_traces"),
 ) -> None:
     """Build the reports from the store alone (no model call)."""
-    from legival_core.reports.build import ReportConfig, build_reports
+    from legival_core.reports.stage import ReportConfig, build_reports
 
-    config = ReportConfig(Efficiency(tau=tau, model=model), n_bins, resamples, seed, dashboard_traces)
+    rep = settings(Report, resamples=resamples, seed=seed, dashboard_traces=dashboard_traces)
+    config = ReportConfig(settings(Efficiency, tau=tau, model=model), settings(Transfer, n_bins=n_bins).n_bins,
+                          rep.resamples, rep.seed, rep.dashboard_traces)
     t0 = time.perf_counter()
     with open_store(db) as store:
         result = build_reports(store, out, config)

@@ -10,6 +10,8 @@ import typer
 
 from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, progress_bar
+from legival_core.reports.rewards import N_BOOT
+from legival_core.rewards.models import spec_default
 
 
 @app.command()
@@ -17,18 +19,21 @@ def rm(
     db: DbOption,
     model: Annotated[list[str] | None, typer.Option(
         help="RM to run: a default's name, a hub id or a local dir; repeatable. Default: the three defaults.")] = None,
-    kind: Annotated[str, typer.Option(help="scalar | prm, for --model values that are not a default's name.")] = "scalar",
-    max_length: Annotated[int, typer.Option(help="Token limit of an RM input (longer: head of the reasoning dropped).")] = 8192,
-    batch_size: Annotated[int, typer.Option(help="Traces per forward pass.")] = 4,
+    kind: Annotated[str, typer.Option(
+        help="scalar | prm, for --model values that are not a default's name.")] = spec_default("kind"),
+    max_length: Annotated[int, typer.Option(
+        help="Token limit of an RM input (longer: head of the reasoning dropped).")] = spec_default("max_length"),
+    batch_size: Annotated[int, typer.Option(help="Traces per forward pass.")] = spec_default("batch_size"),
     limit: Annotated[int | None, typer.Option(help="Score at most N traces per model (trace-id order).")] = None,
-    dtype: Annotated[str, typer.Option(help="bfloat16 | float32.")] = "bfloat16",
+    dtype: Annotated[str, typer.Option(help="bfloat16 | float32.")] = spec_default("dtype"),
     out: Annotated[Path | None, typer.Option(help="Write rm_correlations.csv here (a directory).")] = None,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples for the Pearson CIs.")] = 1000,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples for the Pearson CIs.")] = N_BOOT,
 ) -> None:
     """Score traces with reward models; computes only what is missing."""
     from dataclasses import replace
 
-    from legival_core.rewards import DEFAULT_MODELS, RewardModelSpec, rm_correlations
+    from legival_core.reports.rewards import rm_correlations
+    from legival_core.rewards import DEFAULT_MODELS, RewardModelSpec
     from legival_core.stages.rewards import run_rewards
 
     defaults = {s.name: s for s in DEFAULT_MODELS} | {s.model: s for s in DEFAULT_MODELS}

@@ -7,21 +7,29 @@ from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app
+from legival.app import DbOption, app, settings
 from legival.console import emit_summary, err_console, fail
+from legival_core.spec import Efficiency, Report, Transfer, default_of
 
 
 @app.command()
 def serve(
     db: DbOption,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0 = any free port).")] = 8765,
-    tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = 0.8,
-    resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems.")] = 1000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = default_of(Efficiency, "tau"),
+    model: Annotated[str, typer.Option(help="Embedding model of the redundancy rows.")] = default_of(Efficiency, "model"),
+    n_bins: Annotated[int, typer.Option(help="Bins B the rollouts were planned with.")] = default_of(Transfer, "n_bins"),
+    resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems.")] = default_of(Report, "resamples"),
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = default_of(Report, "seed"),
 ) -> None:
     """Serve the report dashboard from the store (read-only) until interrupted."""
+    from legival_core.reports.data import ReportConfig
     from legival_core.reports.serve import make_server
     from legival_core.store import Store, StoreLocked
+
+    rep = settings(Report, resamples=resamples, seed=seed)
+    config = ReportConfig(settings(Efficiency, tau=tau, model=model), settings(Transfer, n_bins=n_bins).n_bins,
+                          rep.resamples, rep.seed)
 
     if not Path(db).exists():
         fail(f"{db}: no such store")
@@ -31,7 +39,7 @@ def serve(
         fail(str(e))
         raise
     with store:
-        server = make_server(store, port=port, tau=tau, n_resamples=resamples, seed=seed)
+        server = make_server(store, port=port, config=config)
         host, bound = "127.0.0.1", int(server.server_address[1])
         err_console.print(f"Legi-Val dashboard on http://{host}:{bound}/  (Ctrl-C to stop)")
         print(f"http://{host}:{bound}/", flush=True)

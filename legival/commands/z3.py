@@ -11,13 +11,14 @@ import typer
 
 from legival.app import app
 from legival.console import emit_summary, fail, progress_bar
+from legival_core.quality.z3_ir import DEFAULT_TIMEOUT_MS
 
 
 @app.command()
 def z3(
     file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format).")],
     out: Annotated[Path, typer.Option("--out", help="Output JSONL with acs, fas0, jss, rcr, z3_status added.")],
-    timeout_ms: Annotated[int, typer.Option(help="Z3 time limit per check.")] = 10_000,
+    timeout_ms: Annotated[int, typer.Option(help="Z3 time limit per check.")] = DEFAULT_TIMEOUT_MS,
 ) -> None:
     """Z3 logical verification of arithmetic IRs; one output record per input record."""
     from legival_core.quality.z3_verify import verify_records

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from legival_core.backends._kv_cache import buffered_cache, crop, layer_kv
 from legival_core.backends.base import (
     BackendInfo,
     ChatMessage,
@@ -281,7 +282,7 @@ class EmbeddedBackend:
         )
         logits = out.logits[0]
         first_at = dict(zip(positions, logits.argmax(-1).tolist(), strict=True))
-        kv = _layer_kv(cache)
+        kv = layer_kv(cache)
         root.prefill_computed = root.prompt_len
         ready: list[_Row] = []
         for row in [root, *full]:
@@ -290,12 +291,12 @@ class EmbeddedBackend:
             at = row.prompt_len - 1
             token = first_at[at] if row.plain_greedy else self._pick(logits[positions.index(at)], row)
             if not self._push(row, token):
-                row.kv = _crop(kv, row.prompt_len)
+                row.kv = crop(kv, row.prompt_len)
                 ready.append(row)
         for row, c in partial:
             row.prefill_cached = c
             row.prefill_computed = row.prompt_len - c
-            sub = DynamicCache(_crop(kv, c))
+            sub = DynamicCache(crop(kv, c))
             out = self._model(
                 input_ids=torch.tensor([row.prompt_ids[c:]]),
                 position_ids=torch.arange(c, row.prompt_len).unsqueeze(0),
@@ -304,7 +305,7 @@ class EmbeddedBackend:
                 logits_to_keep=1,
             )
             if not self._push(row, self._pick(out.logits[0, -1], row)):
-                row.kv = _layer_kv(sub)
+                row.kv = layer_kv(sub)
                 ready.append(row)
         return ready
 
@@ -325,7 +326,7 @@ class EmbeddedBackend:
             min(r.request.max_new_tokens, self.context_length - r.prompt_len) - r.completion_tokens
             for r in batch
         )
-        cache = _buffered_cache(kvs, lens, max(lens) + budget)
+        cache = buffered_cache(kvs, lens, max(lens) + budget)
         mask = torch.zeros(len(batch), max(lens) + budget, dtype=torch.long)
         for i, n in enumerate(lens):
             mask[i, max(lens) - n : max(lens)] = 1
@@ -419,97 +420,6 @@ def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
         elif source is not None:
             ids.update(int(x) for x in source)
     return frozenset(ids)
-
-
-def _layer_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(layer.keys, layer.values) for layer in cache.layers]
-
-
-def _crop(kv: list[tuple[torch.Tensor, torch.Tensor]], n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(k[:, :, :n], v[:, :, :n]) for k, v in kv]
-
-
-def _buffered_cache(
-    kvs: list[list[tuple[torch.Tensor, torch.Tensor]]], lens: list[int], capacity: int
-) -> Any:
-    return _buffered_cache_class()(kvs, lens, capacity)
-
-
-_BUFFERED_CACHE: Any = None
-
-
-def _buffered_cache_class() -> Any:
-    """Built on first use so that importing this module does not import transformers."""
-    global _BUFFERED_CACHE
-    if _BUFFERED_CACHE is not None:
-        return _BUFFERED_CACHE
-    import torch
-    from transformers.cache_utils import Cache, DynamicLayer
-
-    class BufferedLayer(DynamicLayer):
-        """A DynamicLayer whose keys/values live in a preallocated buffer: one decode step writes
-        one column instead of concatenating (copying) the whole cache."""
-
-        def __init__(self, keys: torch.Tensor, values: torch.Tensor, width: int) -> None:
-            super().__init__()
-            self.buf_k, self.buf_v, self.width = keys, values, width
-            self.device = keys.device
-            self.is_initialized = True
-            self._views()
-
-        def _views(self) -> None:
-            self.keys = self.buf_k[:, :, : self.width]
-            self.values = self.buf_v[:, :, : self.width]
-
-        def update(
-            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-        ) -> tuple[torch.Tensor, torch.Tensor]:
-            n = key_states.shape[-2]
-            if self.width + n > self.buf_k.shape[2]:
-                raise RuntimeError("decode buffer overflow")
-            self.buf_k[:, :, self.width : self.width + n] = key_states
-            self.buf_v[:, :, self.width : self.width + n] = value_states
-            self.width += n
-            self._views()
-            return self.kv()
-
-        def get_seq_length(self) -> int:
-            return self.width
-
-        def select(self, rows: torch.Tensor, left: int) -> None:
-            self.buf_k = self.buf_k[rows, :, left:].contiguous()
-            self.buf_v = self.buf_v[rows, :, left:].contiguous()
-            self.width -= left
-            self._views()
-
-        def kv(self) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.buf_k[:, :, : self.width], self.buf_v[:, :, : self.width]
-
-    class BufferedCache(Cache):
-        def __init__(
-            self, kvs: list[list[tuple[torch.Tensor, torch.Tensor]]], lens: list[int], capacity: int
-        ) -> None:
-            width = max(lens)
-            layers = []
-            for layer in range(len(kvs[0])):
-                k0, v0 = kvs[0][layer]
-                shape = (len(kvs), k0.shape[1], capacity, k0.shape[3])
-                buf_k = torch.zeros(shape, dtype=k0.dtype)
-                buf_v = torch.zeros((*shape[:3], v0.shape[3]), dtype=v0.dtype)
-                for row, (kv, n) in enumerate(zip(kvs, lens, strict=True)):
-                    k, v = kv[layer]
-                    buf_k[row, :, width - n : width] = k[0, :, :n]
-                    buf_v[row, :, width - n : width] = v[0, :, :n]
-                layers.append(BufferedLayer(buf_k, buf_v, width))
-            super().__init__(layers=list(layers))
-            self.buffered = layers
-
-        def select(self, rows: torch.Tensor, left: int) -> None:
-            for layer in self.buffered:
-                layer.select(rows, left)
-
-    _BUFFERED_CACHE = BufferedCache
-    return BufferedCache
 
 
 @register("backend", "embedded", meta=BackendInfo(dtypes=("float32", "bfloat16")))

@@ -24,7 +24,6 @@ from legival_core.backends.base import (
     FinishReason,
     GenerationRequest,
     Sampling,
-    TextBackend,
 )
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.catalog import SMOLLM2

@@ -1,12 +1,14 @@
 """The generation cache: one row per (model, prompt, decoding, problem), so a rerun generates nothing.
-The `generations` table is defined with the others in `legival_core/store.py`."""
+
+The `generations` table is defined with the others in `legival_core/store/schema.py`; it is read with
+`store.planner.cached_generations` and written with `Store.insert_rows` (the generate stage).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
 from typing import Any
 
-from legival_core.store import Store
 from legival_core.types import canonical_json, content_hash
 
 COLUMNS = ("cache_key", "model", "teacher", "dataset", "problem_id", "prompt_hash", "decoding", "text",
@@ -19,16 +21,11 @@ def cache_key(model: str, prompt: str, decoding: dict[str, Any], dataset: str, p
     return content_hash(model, prompt, canonical_json(decoding), dataset, problem_id)
 
 
-def ensure_table(store: Store) -> None:
-    """Kept for callers; the table is created with the store's schema."""
-    return None
-
-
-def cached(store: Store, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
-    if not keys:
-        return {}
-    return {r["cache_key"]: r for r in store.rows_by_key("generations", "cache_key", keys)}
-
-
-def insert(store: Store, rows: Sequence[dict[str, Any]]) -> int:
-    return store.insert_rows("generations", [{c: r.get(c) for c in COLUMNS} for r in rows]).inserted
+def cache_row(key: str, model: str, teacher: str, dataset: str, problem_id: str, prompt: str,
+              decoding: dict[str, Any], text: str, reasoning_content: str | None, finish_reason: str,
+              prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """One `generations` row (the columns of `COLUMNS`)."""
+    return {"cache_key": key, "model": model, "teacher": teacher, "dataset": dataset, "problem_id": problem_id,
+            "prompt_hash": content_hash(prompt), "decoding": json.dumps(decoding, sort_keys=True), "text": text,
+            "reasoning_content": reasoning_content, "finish_reason": finish_reason,
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}

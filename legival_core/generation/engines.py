@@ -175,11 +175,14 @@ class ChatEndpointEngine:
 def make_teacher_engine(backend: str, model: str | None, chat_template_kwargs: dict[str, Any],
                         tokenizer: str | None, options: dict[str, Any] | None = None,
                         base_url: str | None = None) -> TeacherEngine:
-    """The engine for `backend` (embedded | vllm | openai | any registered `TextBackend`, e.g. the
-    test backend `scripted-demo`); raises ValueError for what the caller must fix. The backend
-    model loads lazily, on the first generation."""
+    """The engine for `backend`: `openai` is the chat endpoint (`ChatEndpointEngine`); any other name
+    is a registered `TextBackend` (embedded, vllm, the test backend `scripted-demo`, ...) built by the
+    uniform factory `make_backend(backend, model, dtype, options)`, with `dtype` taken from `options`
+    (None: the backend's default). Raises ValueError for what the caller must fix. The backend model
+    loads lazily, on first use."""
+    from legival_core.backends.base import make_backend
     from legival_core.backends.lazy import LazyBackend
-    from legival_core.registry import UnknownName, get
+    from legival_core.registry import UnknownName, canonical_name
 
     options = dict(options or {})
     if backend == "openai":
@@ -190,10 +193,9 @@ def make_teacher_engine(backend: str, model: str | None, chat_template_kwargs: d
             raise ValueError("backend openai needs the served model id")
         return ChatEndpointEngine(str(url), model, chat_template_kwargs=chat_template_kwargs, **options)
     try:
-        factory = get("backend", backend)
+        name = canonical_name("backend", backend)
     except UnknownName as e:
         raise ValueError(f"unknown generation backend {backend!r}: {e}") from None
-    if model is not None:
-        options.setdefault("model_dir" if backend == "embedded" else "model", model)
-        options.setdefault("model_id", model)
-    return BackendEngine(LazyBackend(lambda: factory(**options)), chat_template_kwargs, tokenizer)
+    dtype = options.pop("dtype", None)
+    return BackendEngine(LazyBackend(lambda: make_backend(name, model, dtype, options)), chat_template_kwargs,
+                         tokenizer)

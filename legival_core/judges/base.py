@@ -28,296 +28,69 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal
 
 from legival_core.judges.cost import DEFAULT_PRICES, Prices, guard_cost
 from legival_core.judges.prompt import PROMPT_VERSION, repair_prompt, system_prompt, user_prompt
 from legival_core.judges.ratelimit import RateLimiter, backoff_delay
+from legival_core.judges.records import (
+    Judge,
+    JudgeError,
+    JudgeRequest,
+    JudgeResult,
+    JudgeStatus,
+    MissingAPIKey,
+    PermanentError,
+    ProgressFn,
+    Secret,
+    TransientError,
+    backtracking_fraction,
+    scrub,
+)
+from legival_core.judges.reply import Judgement, ReplyInvalid, extract_json_text, parse_judgement
+from legival_core.judges.windows import Window, WindowPlan, WindowPolicy, plan_windows
+
+__all__ = [
+    "RETRYABLE_HTTP_STATUS",
+    "BaseJudge",
+    "Judge",
+    "JudgeError",
+    "JudgeLimits",
+    "JudgeRequest",
+    "JudgeResult",
+    "JudgeStatus",
+    "Judgement",
+    "MissingAPIKey",
+    "PermanentError",
+    "ProgressFn",
+    "Reply",
+    "ReplyInvalid",
+    "Secret",
+    "TransientError",
+    "Turn",
+    "Window",
+    "WindowOutcome",
+    "WindowPlan",
+    "WindowPolicy",
+    "backtracking_fraction",
+    "extract_json_text",
+    "merge_windows",
+    "parse_judgement",
+    "plan_windows",
+    "scrub",
+]
 
 log = logging.getLogger("legival_core.judges")
 
-JudgeStatus = Literal["ok", "failed", "overflow"]
 Role = Literal["user", "assistant"]
 Turn = tuple[Role, str]
-ProgressFn = Callable[[int], None]
 
 RETRYABLE_HTTP_STATUS: frozenset[int] = frozenset({408, 429, 500, 502, 503, 504})
-
-
-# --------------------------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeRequest:
-    """One trace to judge. `steps` are the SPEC section 1 sentences; the judge numbers them from 1."""
-
-    trace_id: str
-    dataset: str
-    question: str
-    steps: tuple[str, ...]
-
-    @property
-    def m(self) -> int:
-        return len(self.steps)
-
-
-@dataclass(frozen=True, slots=True)
-class JudgeResult:
-    """The judge's verdict on one trace.
-
-    `flagged_steps` are distinct, sorted and inside 1..m. `raw_json` is the reply text the verdict was
-    read from (for a windowed trace: a JSON list of {first, last, reply}); it is kept for storage and
-    re-scoring. Token counts are as reported by the server (0 when it reports none) and include every
-    attempt, repair and window.
-    """
-
-    trace_id: str
-    status: JudgeStatus
-    flagged_steps: tuple[int, ...] = ()
-    backtracking_detected: bool | None = None
-    confidence: float | None = None
-    final_answer: str | None = None
-    raw_json: str = ""
-    reason: str = ""
-    dropped_out_of_range: int = 0
-    retries: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    repaired: bool = False
-    windows: int = 1
-
-
-def backtracking_fraction(result: JudgeResult, m: int) -> float | None:
-    """SPEC section 3: |distinct flagged step numbers in 1..m| / m; None when not `ok` or m == 0."""
-    if result.status != "ok" or m <= 0:
-        return None
-    return len({s for s in result.flagged_steps if 1 <= s <= m}) / m
-
-
-@runtime_checkable
-class Judge(Protocol):
-    name: str
-    model: str
-    prompt_version: str
-
-    def cache_key_params(self) -> dict[str, Any]: ...
-
-    def judge_many(
-        self, requests: Sequence[JudgeRequest], progress: ProgressFn | None = None
-    ) -> list[JudgeResult]: ...
-
-
-# ---------------------------------------------------------------------------------------------- errors
-
-
-_URL_KEY = re.compile(r"(?i)((?:api[_-]?)?key=)[^&\s'\"]+")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]+")
-
-
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """Remove secrets from a message: the given strings, `key=...` query values and bearer tokens."""
-    out = text
-    for s in secrets:
-        if s:
-            out = out.replace(s, "[REDACTED]")
-    out = _URL_KEY.sub(r"\1[REDACTED]", out)
-    return _BEARER.sub(r"\1[REDACTED]", out)
-
-
-class JudgeError(RuntimeError):
-    """Any judge failure surfaced to a caller; its message has been scrubbed of secrets."""
-
-
-class TransientError(JudgeError):
-    """A failure worth retrying (429, 5xx, 408, timeouts, dropped connections)."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class PermanentError(JudgeError):
-    """A failure that a retry cannot fix (400, 401, 403, 404, ...)."""
-
-
-class MissingAPIKey(JudgeError):
-    """No API key was configured."""
-
-
-class Secret:
-    """A string that never shows itself in repr()/str()."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def get(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('[REDACTED]')"
-
-    __str__ = __repr__
-
-
-# ------------------------------------------------------------------------------------ reply validation
-
-
-class ReplyInvalid(ValueError):
-    """The reply is not JSON, or breaks the schema; the message says what is wrong."""
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """A validated reply, with the step numbers already restricted to the range shown to the judge."""
-
-    backtracking_detected: bool
-    final_answer: str
-    steps: tuple[int, ...]
-    dropped: int
-    confidence: float
-    overall_reasoning: str
-
-
-_REQUIRED = ("backtracking_detected", "final_answer", "backtracking_steps", "confidence", "overall_reasoning")
-
-
-def extract_json_text(text: str) -> str:
-    """Strip a markdown fence and surrounding prose, as the paper's `_extract_json_text` does."""
-    content = text.strip()
-    if "```json" in content:
-        content = content.split("```json", 1)[1].split("```", 1)[0].strip()
-    elif content.startswith("```"):
-        parts = content.split("```", 2)
-        if len(parts) >= 2:
-            content = parts[1].strip()
-    start, end = content.find("{"), content.rfind("}")
-    if start != -1 and end > start:
-        return content[start : end + 1]
-    return content
-
-
-def parse_judgement(text: str | None, first: int, last: int) -> Judgement:
-    """Validate a reply against the paper's schema; keep step numbers in first..last, count the rest.
-
-    Strict on types (an int must be an int, a bool a bool), on confidence in [0, 1], and on the
-    paper's constraint that `backtracking_steps` is empty iff `backtracking_detected` is false:
-    a reply breaking any of these is re-asked once, never guessed at.
-    """
-    if text is None or not text.strip():
-        raise ReplyInvalid("empty reply")
-    try:
-        obj = json.loads(extract_json_text(text))
-    except json.JSONDecodeError as e:
-        raise ReplyInvalid(f"not valid JSON ({e.msg} at char {e.pos})") from None
-    if not isinstance(obj, dict):
-        raise ReplyInvalid(f"top level is {type(obj).__name__}, expected an object")
-    missing = [k for k in _REQUIRED if k not in obj]
-    if missing:
-        raise ReplyInvalid(f"missing keys: {', '.join(missing)}")
-    detected, final, items, conf, overall = (obj[k] for k in _REQUIRED)
-    if not isinstance(detected, bool):
-        raise ReplyInvalid("backtracking_detected must be a boolean")
-    if not isinstance(final, str):
-        raise ReplyInvalid("final_answer must be a string")
-    if not isinstance(overall, str):
-        raise ReplyInvalid("overall_reasoning must be a string")
-    if isinstance(conf, bool) or not isinstance(conf, int | float) or not math.isfinite(conf):
-        raise ReplyInvalid("confidence must be a number")
-    if not 0.0 <= float(conf) <= 1.0:
-        raise ReplyInvalid(f"confidence {conf} is outside [0, 1]")
-    if not isinstance(items, list):
-        raise ReplyInvalid("backtracking_steps must be an array")
-    numbers: list[int] = []
-    for i, it in enumerate(items):
-        if not isinstance(it, dict) or "step_number" not in it or "reason" not in it:
-            raise ReplyInvalid(f"backtracking_steps[{i}] must be an object with step_number and reason")
-        n = it["step_number"]
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise ReplyInvalid(f"backtracking_steps[{i}].step_number must be an integer")
-        if not isinstance(it["reason"], str):
-            raise ReplyInvalid(f"backtracking_steps[{i}].reason must be a string")
-        numbers.append(n)
-    if not detected and numbers:
-        raise ReplyInvalid("backtracking_steps must be [] when backtracking_detected is false")
-    if detected and not numbers:
-        raise ReplyInvalid("backtracking_detected is true but backtracking_steps is empty")
-    distinct = set(numbers)
-    kept = tuple(sorted(n for n in distinct if first <= n <= last))
-    return Judgement(detected, final, kept, len(distinct) - len(kept), float(conf), overall)
-
-
-# --------------------------------------------------------------------------------------------- windows
-
-
-@dataclass(frozen=True, slots=True)
-class WindowPolicy:
-    """How a trace whose prompt is over budget is handled. Token counts are estimated as chars / 4."""
-
-    max_prompt_tokens: int = 200_000
-    chars_per_token: float = 4.0
-    split: bool = True
-
-    def tokens(self, chars: int) -> int:
-        return math.ceil(chars / self.chars_per_token)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    first: int
-    steps: tuple[str, ...]
-
-    @property
-    def last(self) -> int:
-        return self.first + len(self.steps) - 1
-
-
-@dataclass(frozen=True, slots=True)
-class WindowPlan:
-    windows: tuple[Window, ...]
-    overflow_reason: str = ""
-
-
-def plan_windows(
-    request: JudgeRequest, system: str, policy: WindowPolicy, include_question: bool
-) -> WindowPlan:
-    """One window when the whole prompt fits; otherwise greedy consecutive windows, or overflow."""
-    question = request.question if include_question else None
-    m = request.m
-    whole = len(system) + len(user_prompt(request.steps, first=1, m=m, question=question))
-    if policy.tokens(whole) <= policy.max_prompt_tokens:
-        return WindowPlan((Window(1, request.steps),))
-    est = policy.tokens(whole)
-    if not policy.split:
-        return WindowPlan(
-            (), f"prompt ~{est} tokens > budget {policy.max_prompt_tokens} (splitting disabled)"
-        )
-    # Fixed cost of a window: system + wrapper + excerpt note with the widest step numbers.
-    overhead = len(system) + len(user_prompt(("",), first=m, m=m + 1, question=question))
-    windows: list[Window] = []
-    cur: list[str] = []
-    cur_chars = overhead
-    start = 1
-    for k, s in enumerate(request.steps, start=1):
-        line = len(f"[{k}] ") + len(" ".join(s.split())) + 1
-        if policy.tokens(overhead + line) > policy.max_prompt_tokens:
-            return WindowPlan((), f"step {k} alone is ~{policy.tokens(overhead + line)} tokens > budget")
-        if cur and policy.tokens(cur_chars + line) > policy.max_prompt_tokens:
-            windows.append(Window(start, tuple(cur)))
-            cur, cur_chars, start = [], overhead, k
-        cur.append(s)
-        cur_chars += line
-    if cur:
-        windows.append(Window(start, tuple(cur)))
-    return WindowPlan(tuple(windows))
 
 
 # ---------------------------------------------------------------------------------------- shared loop

@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from legival_core.judges.prompt import system_prompt, user_prompt
-
-if TYPE_CHECKING:
-    from legival_core.judges.base import JudgeRequest
+from legival_core.judges.records import JudgeRequest
 
 
 @dataclass(frozen=True, slots=True)

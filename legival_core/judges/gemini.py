@@ -26,7 +26,6 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -51,8 +50,10 @@ from legival_core.judges.base import (
     merge_windows,
 )
 from legival_core.judges.cost import Prices
+from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
 from legival_core.judges.ratelimit import parse_retry_after
+from legival_core.judges.records import BATCH_POLL_INTERVAL_S, BatchStatus
 from legival_core.registry import register
 
 if TYPE_CHECKING:
@@ -89,14 +90,6 @@ def resolve_api_key(api_key: str | None = None) -> str:
         "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment, or pass "
         "api_key= (e.g. from a Prefect Secret block)"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class BatchStatus:
-    name: str
-    state: str
-    done: bool
-    succeeded: bool
 
 
 def _file_key(meta: dict[str, str]) -> str:
@@ -387,7 +380,9 @@ class GeminiJudge(BaseJudge):
         state = getattr(job.state, "name", None) or str(job.state)
         return BatchStatus(name, state, state in TERMINAL_STATES, state == "JOB_STATE_SUCCEEDED")
 
-    def wait_batch(self, name: str, interval_s: float = 30.0, timeout_s: float = 86_400.0) -> BatchStatus:
+    def wait_batch(
+        self, name: str, interval_s: float = BATCH_POLL_INTERVAL_S, timeout_s: float = 86_400.0
+    ) -> BatchStatus:
         deadline = time.monotonic() + timeout_s
         while True:
             st = self.poll_batch(name)
@@ -503,4 +498,4 @@ class GeminiJudge(BaseJudge):
         return out
 
 
-register("judge", "gemini", GeminiJudge)
+register("judge", "gemini", GeminiJudge, meta=JudgeInfo(llm=True, needs_model=False, batch=True))

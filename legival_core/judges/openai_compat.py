@@ -28,6 +28,7 @@ from legival_core.judges.base import (
     WindowPolicy,
 )
 from legival_core.judges.cost import Prices
+from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
 from legival_core.judges.ratelimit import parse_retry_after
 from legival_core.registry import register
@@ -37,6 +38,8 @@ KEY_ENV_VARS = ("LEGIVAL_OPENAI_API_KEY", "OPENAI_API_KEY")
 
 
 class OpenAICompatJudge(BaseJudge):
+    """Backtracking judge on any chat-completions server (vLLM, SGLang, OpenAI, ...); needs a model id."""
+
     name = "openai-compatible"
 
     def __init__(
@@ -140,4 +143,4 @@ class OpenAICompatJudge(BaseJudge):
         )
 
 
-register("judge", "openai-compatible", OpenAICompatJudge)
+register("judge", "openai-compatible", OpenAICompatJudge, meta=JudgeInfo(llm=True, needs_model=True, batch=False))

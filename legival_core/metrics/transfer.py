@@ -17,5 +17,5 @@ metric("regression_rate", unit="fraction", direction="lower", section=_SECTION, 
 metric("student_baseline_acc", unit="fraction", direction=None, section=_SECTION, stage="transfer",
        source="transfer", order=240, description="the students' accuracy with no prefix (k = 0)")
 metric("rr_count", unit="transitions", direction=None, section=_SECTION, stage="transfer", source="transfer",
-       order=250, correlate=False,
+       order=320, correlate=False,
        description="mean raw count of correctness drops per trace (the regression rate's numerator)")

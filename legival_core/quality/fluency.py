@@ -5,8 +5,9 @@ Definition from `characterization/automatic/coherence/coherence-perplexity.py` i
 stride, 2 stride, ...; each window starts ``max_length`` tokens before its end and scores only its
 last ``trg_len = end - i`` tokens (earlier ones are context, label -100); the window's mean loss is
 weighted by trg_len; ``PPL = exp(sum(loss * trg_len) / sum(trg_len))`` (max_length 1024, stride 512).
-The authors used GPT-2; here the default is the embedded SmolLM2-135M-Instruct
-(`smollm2_safetensors_dir()`), and the model used is stored as the score's method.
+The authors used GPT-2; here the default is the embedded SmolLM2-135M-Instruct (`catalog.SMOLLM2`,
+`smollm2_safetensors_dir()`; older spellings such as "smollm2-135m-instruct" are accepted), and the
+model used is stored as the score's method.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from legival_core.catalog import SMOLLM2, canonical_model
 from legival_core.quality._local import Unavailable, has_module, local_model_dir, missing_model
 
 PERPLEXITY_VERSION = "ppl-1"
-EMBEDDED_LM = "smollm2-135m-instruct"
+EMBEDDED_LM = SMOLLM2
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +69,11 @@ def perplexity(text: str, lm: CausalLM, max_length: int = 1024, stride: int = 51
 
 
 def load_causal_lm(model: str = EMBEDDED_LM) -> CausalLM | Unavailable:
-    """`smollm2-135m-instruct` is the embedded model; anything else is a local directory or cached id."""
+    """`catalog.SMOLLM2` (any accepted spelling) is the embedded model; anything else is a local
+    directory or a cached hub id."""
     if not has_module("transformers") or not has_module("torch"):
         return Unavailable(model, "pip install transformers torch")
-    if model == EMBEDDED_LM:
+    if canonical_model(model) == SMOLLM2:
         from legival_core.backends.smollm2 import ModelNotInstalled, smollm2_safetensors_dir
 
         try:
@@ -87,4 +90,4 @@ def load_causal_lm(model: str = EMBEDDED_LM) -> CausalLM | Unavailable:
     tok = AutoTokenizer.from_pretrained(str(path))
     mdl = AutoModelForCausalLM.from_pretrained(str(path))
     mdl.eval()
-    return CausalLM(model, tok, mdl)
+    return CausalLM(canonical_model(model), tok, mdl)

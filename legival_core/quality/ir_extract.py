@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from legival_core.quality.z3_ir import (
+    DEFAULT_TIMEOUT_MS,
     IR,
     AssertStep,
     BinExpr,
@@ -396,7 +397,7 @@ def extract_ir(reasoning: str) -> IR | None:
 
 
 def compare_with_published(
-    records: Iterable[Mapping[str, Any]], *, timeout_ms: int = 10_000
+    records: Iterable[Mapping[str, Any]], *, timeout_ms: int = DEFAULT_TIMEOUT_MS
 ) -> dict[str, Any]:
     """Extract an IR from each published record's trace (`data.gcot`) and compare its FAS0 with that of
     the authors' IR (both with the answer found by the authors' rule, and the record text as fallback).

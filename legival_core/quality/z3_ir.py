@@ -40,6 +40,8 @@ AssertOp = Literal["assert_eq", "assert_ge", "assert_le"]
 ARITH_OPS: tuple[str, ...] = get_args(ArithOp)
 ASSERT_OPS: tuple[str, ...] = get_args(AssertOp)
 STEP_OPS: tuple[str, ...] = ("set", "update", "set_expr", *ASSERT_OPS)
+DEFAULT_TIMEOUT_MS = 10_000
+"""Z3 time limit per solver check (the `z3` command's and the quality stage's default)."""
 
 
 class IRValidationError(ValueError):

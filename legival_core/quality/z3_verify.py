@@ -16,10 +16,10 @@ differ in exactly two places, selected by `Dialect`:
   are already inconsistent; on a consistent IR it is always 0, which contradicts the 66/80 published
   EAR = 1 values).
 
-Compilation ([repo] `compile_ir`): every declared variable starts at SSA version 0 (``name@0``), an
-undeclared one is an `Int` at version 0 on first read. `set`, `update` and `set_expr` create
-``name@k+1``; each step is added with ``assert_and_track(phi, Bool(track))``. Constants follow
-`_to_num`: a Real target (or, in `set_expr`/asserts, any Real variable in the IR, or a non-integer
+Compilation ([repo] `compile_ir`; here `z3_compile.compile_ir`): every declared variable starts at SSA
+version 0 (``name@0``), an undeclared one is an `Int` at version 0 on first read. `set`, `update`
+and `set_expr` create ``name@k+1``; each step is added with ``assert_and_track(phi, Bool(track))``.
+Constants follow `_to_num`: a Real target (or, in `set_expr`/asserts, any Real variable in the IR, or a non-integer
 constant in the assert) makes constants Python floats, otherwise integral values are ints; the formula
 is then built with Z3's Python operators, so ``Int / Int`` is integer division and ``Int == 2.5`` is
 false. Two quirks are reproduced on purpose: `set_expr` advances the target *before* reading its
@@ -42,29 +42,21 @@ import math
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import z3
 
+from legival_core.quality.z3_compile import Check, Compiled, Dialect, check, compile_ir
 from legival_core.quality.z3_ir import (
+    DEFAULT_TIMEOUT_MS,
     IR,
-    BinExpr,
-    Const,
     IRValidationError,
-    Operand,
-    SetExprStep,
-    SetStep,
-    SkippedStep,
-    UpdateStep,
-    VarRef,
     parse_ir,
     step_to_dict,
 )
 
-Dialect = Literal["published", "repo"]
 Status = Literal["sat", "unsat", "timeout", "unknown", "error", "empty"]
-DEFAULT_TIMEOUT_MS = 10_000
 _ANSWER_KEYS = ("gcot", "answer", "pred", "prediction", "final", "final_answer")
 
 
@@ -98,158 +90,6 @@ class Z3Result:
     unknown_checks: int = 0
     constraints: str = "[]"
     dialect: Dialect = "published"
-
-
-# --------------------------------------------------------------------------- compilation
-
-
-@dataclass(slots=True)
-class _Compiled:
-    solver: z3.Solver
-    tracks: list[str]
-    final: z3.ArithRef | None
-    skipped: list[str] = field(default_factory=list)
-
-
-class _NestedOperand(ValueError):
-    pass
-
-
-_Num = int | float
-_Term = Any  # z3.ArithRef | int | float; z3's stubs do not type the operator overloads
-
-
-def _to_num(value: float, prefer_real: bool) -> _Num:
-    """[repo] `_to_num`: float for a Real context, else int when integral."""
-    return value if prefer_real else (int(value) if value.is_integer() else value)
-
-
-def _apply(op: str, left: _Term, right: _Term) -> _Term:
-    if op == "add":
-        return left + right
-    if op == "sub":
-        return left - right
-    if op == "mul":
-        return left * right
-    return left / right
-
-
-def _const_leaves(o: Operand) -> Iterator[Const]:
-    if isinstance(o, Const):
-        yield o
-    elif isinstance(o, BinExpr):
-        yield from _const_leaves(o.left)
-        yield from _const_leaves(o.right)
-
-
-def _compile(
-    ir: IR,
-    ctx: z3.Context,
-    *,
-    dialect: Dialect,
-    skip: frozenset[str] = frozenset(),
-    negate: frozenset[str] = frozenset(),
-    timeout_ms: int,
-    allow_nested: bool = False,
-) -> _Compiled | None:
-    """[repo] `compile_ir`; `None` when the IR has no steps at all (their `S is None`)."""
-    if not ir.steps:
-        return None
-    var_types = ir.var_types
-    any_real = any(t == "Real" for t in var_types.values())
-    versions: dict[str, int] = dict.fromkeys(var_types, 0)
-
-    def sym(name: str, ver: int) -> z3.ArithRef:
-        maker = z3.Real if var_types.get(name, "Int") == "Real" else z3.Int
-        return maker(f"{name}@{ver}", ctx)
-
-    def cur(name: str) -> z3.ArithRef:
-        versions.setdefault(name, 0)
-        return sym(name, versions[name])
-
-    def bump(name: str) -> z3.ArithRef:
-        versions[name] = versions.get(name, 0) + 1
-        return sym(name, versions[name])
-
-    def term(o: Operand, prefer_real: bool) -> _Term:
-        if isinstance(o, VarRef):
-            return cur(o.var)
-        if isinstance(o, Const):
-            return _to_num(o.value, prefer_real)
-        if not allow_nested:
-            raise _NestedOperand("nested operand (the authors' compiler accepts only var/const sides)")
-        return _apply(o.op, term(o.left, prefer_real), term(o.right, prefer_real))
-
-    solver = z3.Solver(ctx=ctx)
-    solver.set("timeout", int(timeout_ms))
-    out = _Compiled(solver, [], None)
-
-    for i, st in enumerate(ir.steps):
-        if not st.track or st.track in skip:
-            continue
-        try:
-            if isinstance(st, SkippedStep):
-                lhs_target = st.op == "set_expr" and st.raw.get("var") is None
-                if st.bumps is not None and not (lhs_target and dialect == "published"):
-                    bump(st.bumps)
-                out.skipped.append(f"steps[{i}] ({st.track}): {st.reason}")
-                continue
-            if isinstance(st, SetStep):
-                phi = bump(st.var) == _to_num(st.value, var_types.get(st.var) == "Real")
-            elif isinstance(st, UpdateStep):
-                before = cur(st.var)
-                target = bump(st.var)
-                value = _to_num(st.value, var_types.get(st.var) == "Real")
-                phi = target == _apply(st.kind, before, value)
-            elif isinstance(st, SetExprStep):
-                if st.target_field == "lhs" and dialect == "published":
-                    out.skipped.append(f"steps[{i}] ({st.track}): set_expr target given as 'lhs' (ignored)")
-                    continue
-                target = bump(st.var)
-                prefer = var_types.get(st.var) == "Real" or any_real
-                phi = target == _apply(st.expr.op, term(st.expr.left, prefer), term(st.expr.right, prefer))
-            else:
-                prefer = any_real or any(
-                    not c.value.is_integer() for side in (st.lhs, st.rhs) for c in _const_leaves(side)
-                )
-                left, right = term(st.lhs, prefer), term(st.rhs, prefer)
-                phi = (
-                    left == right
-                    if st.op == "assert_eq"
-                    else left >= right
-                    if st.op == "assert_ge"
-                    else left <= right
-                )
-                if st.track in negate:
-                    phi = z3.Not(phi, ctx)
-            if not z3.is_bool(phi):
-                raise z3.Z3Exception("Boolean expression expected")
-            solver.assert_and_track(phi, z3.Bool(st.track, ctx))
-            out.tracks.append(st.track)
-        except (z3.Z3Exception, ArithmeticError, _NestedOperand) as e:
-            out.skipped.append(f"steps[{i}] ({st.track}): {type(e).__name__}: {e}")
-    if "final_answer" in var_types:
-        out.final = cur("final_answer")
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class _Check:
-    result: Literal["sat", "unsat", "timeout", "unknown", "error"]
-    core: frozenset[str] = frozenset()
-
-
-def _check(solver: z3.Solver) -> _Check:
-    try:
-        r = solver.check()
-    except z3.Z3Exception:
-        return _Check("error")
-    if r == z3.sat:
-        return _Check("sat")
-    if r == z3.unsat:
-        return _Check("unsat", frozenset(str(c) for c in solver.unsat_core()))
-    reason = solver.reason_unknown()
-    return _Check("timeout" if ("timeout" in reason or "canceled" in reason) else "unknown")
 
 
 # --------------------------------------------------------------------------- answer and shortcuts
@@ -411,8 +251,8 @@ def verify_ir(
 
     def compile_(
         skip: frozenset[str] = frozenset(), negate: frozenset[str] = frozenset()
-    ) -> _Compiled | None:
-        return _compile(
+    ) -> Compiled | None:
+        return compile_ir(
             ir,
             ctx,
             dialect=dialect,
@@ -427,7 +267,7 @@ def verify_ir(
     acs: float | None = None
     core: tuple[str, ...] = ()
     if main is not None and main.tracks:
-        chk = _check(main.solver)
+        chk = check(main.solver)
         status = chk.result
         if chk.result == "sat":
             acs = 1.0
@@ -442,11 +282,11 @@ def verify_ir(
     entailed: list[str] = []
     asserts = _assert_tracks(ir)
     if asserts and main is not None:
-        results: list[_Check] = []
+        results: list[Check] = []
         for t in asserts:
             comp = compile_(skip=frozenset({t}) if dialect == "repo" else frozenset(), negate=frozenset({t}))
             assert comp is not None
-            results.append(_check(comp.solver))
+            results.append(check(comp.solver))
             if results[-1].result == "unsat":
                 entailed.append(t)
         bad = sum(1 for r in results if r.result in ("timeout", "unknown", "error"))
@@ -464,7 +304,7 @@ def verify_ir(
     base = compile_(skip=shortcuts) if ans is not None else None
     if base is not None and base.final is not None:
         base.solver.add(base.final != int(ans))  # type: ignore[arg-type]
-        chk = _check(base.solver)
+        chk = check(base.solver)
         if chk.result in ("sat", "unsat"):
             fas0 = 1.0 if chk.result == "unsat" else 0.0
             if chk.result == "unsat" and base.tracks:
@@ -481,7 +321,7 @@ def verify_ir(
                 outcome[t] = False
                 continue
             comp.solver.add(comp.final != int(ans))  # type: ignore[arg-type]
-            r = _check(comp.solver)
+            r = check(comp.solver)
             outcome[t] = None if r.result not in ("sat", "unsat") else r.result == "unsat"
         bad = sum(1 for v in outcome.values() if v is None)
         unknown += bad

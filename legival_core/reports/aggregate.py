@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from legival_core.metrics.base import Direction, metrics_from
-from legival_core.reports.tables import COUNT_COLUMNS, teacher_dataset_columns, teacher_dataset_metrics
+from legival_core.reports.tables import COUNT_COLUMNS, method_columns, teacher_dataset_metrics
 from legival_core.transfer.utility import PAIR_COUNT_COLUMNS, TransferTable, group_curves, sotu_from_taus
 
 if TYPE_CHECKING:
@@ -30,11 +30,23 @@ def transfer_metrics() -> tuple[str, ...]:
     return tuple(m.name for m in metrics_from("transfer"))
 
 
+N_TRANSFER_TRACES_ORDER = 230
+"""`n_transfer_traces` sits after the regression rate (../shared/CLI.md pins the first columns)."""
+
+
 def teacher_dataset_report_columns() -> list[str]:
-    """teacher_dataset_metrics.csv: keys, trace metrics and their methods, transfer metrics, counts."""
-    base = [c for c in teacher_dataset_columns() if c not in COUNT_COLUMNS]
-    return [*base, *transfer_metrics(), "n_transfer_traces", *COUNT_COLUMNS, "n_correct_no_steps", "n_students",
-            *STUDENT_COUNT_COLUMNS]
+    """teacher_dataset_metrics.csv: keys, then every (teacher, dataset) metric in registry order (a
+    judged metric's `<name>_method` right after it, `n_transfer_traces` after the regression rate),
+    then the counts."""
+    placed: list[tuple[float, str]] = [(N_TRANSFER_TRACES_ORDER, "n_transfer_traces")]
+    for m in metrics_from("trace", "derived", "transfer"):
+        if not m.in_teacher_dataset:
+            continue
+        placed.append((m.order, m.name))
+        if f"{m.name}_method" in method_columns():
+            placed.append((m.order + 0.5, f"{m.name}_method"))
+    return ["teacher", "dataset", "n_traces", *[n for _o, n in sorted(placed)], *COUNT_COLUMNS,
+            "n_correct_no_steps", "n_students", *STUDENT_COUNT_COLUMNS]
 
 
 @dataclass(frozen=True, slots=True)

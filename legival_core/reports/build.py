@@ -47,8 +47,7 @@ from legival_core.transfer.utility import TransferTable, empty_depths, transfer_
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["ReportConfig", "ReportData", "ReportResult", "assemble", "build_reports", "compute_report",
-           "write_report"]
+__all__ = ["ReportConfig", "ReportData", "ReportResult", "assemble", "compute_report", "write_report"]
 
 
 @dataclass(slots=True)
@@ -204,10 +203,3 @@ def write_report(data: ReportData, store: Store | None, out: str | Path) -> list
                                     encoding="utf-8")
     files.append("index.html")
     return files
-
-
-def build_reports(store: Store, out: str | Path, config: ReportConfig | None = None) -> ReportResult:
-    """`legival report`: compute everything from the store and write the report directory."""
-    data = compute_report(store, config)
-    files = write_report(data, store, out)
-    return ReportResult(teacher_dataset=data.teacher_dataset, files=files, data=data)

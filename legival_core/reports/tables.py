@@ -53,10 +53,15 @@ def trace_table(store: Store, config: Efficiency) -> pl.DataFrame:
             table = prefer_judge(table, reads.judge_backtracking(store), m.name)
         else:
             table = table.drop(f"{m.name}_method")
+    return with_derived_columns(table).sort("teacher", "dataset", "problem_id", "trace_id")
+
+
+def with_derived_columns(traces: pl.DataFrame) -> pl.DataFrame:
+    """Add every registered derived per-trace column (accuracy, token_len_norm, ...) to a trace table."""
     for info in all_metrics():
         if info.source == "derived" and info.derive is not None:
-            table = info.derive(table)
-    return table.sort("teacher", "dataset", "problem_id", "trace_id")
+            traces = info.derive(traces)
+    return traces
 
 
 def prefer_judge(traces: pl.DataFrame, judged: pl.DataFrame, column: str) -> pl.DataFrame:

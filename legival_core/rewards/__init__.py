@@ -10,7 +10,8 @@ from legival_core.rewards.models import (
     Score,
     TraceInput,
     load_reward_model,
+    spec_default,
 )
 
 __all__ = ["DEFAULT_MODELS", "RM_CODE_VERSION", "ProcessRewardModel", "RewardModelSpec", "RewardModelUnavailable",
-           "ScalarRewardModel", "Score", "TraceInput", "load_reward_model"]
+           "ScalarRewardModel", "Score", "TraceInput", "load_reward_model", "spec_default"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,6 +52,11 @@ class RewardModelSpec:
             p |= {"separator": self.step_separator, "steps": self.steps}
         return p
 
+
+
+def spec_default(name: str) -> Any:
+    """The default of a `RewardModelSpec` field (what `legival rm`'s options fall back to)."""
+    return next(f.default for f in fields(RewardModelSpec) if f.name == name)
 
 DEFAULT_MODELS: tuple[RewardModelSpec, ...] = (
     RewardModelSpec("skywork-v2-llama-8b", "Skywork/Skywork-Reward-V2-Llama-3.1-8B"),

@@ -48,6 +48,12 @@ class Work(Generic[W, U, R]):
     chunk_size: int = 64
     route: Callable[[U], str] | None = None
     teardown: Callable[[W], None] | None = None
+    key: str = ""
+    """Workers of equal key may be reused across runs (a Ray executor keeps one pool per student)."""
+    warm: Callable[[W], None] | None = None
+    """Make the worker ready now (load the model) instead of on its first chunk."""
+    loaded: Callable[[W], bool] | None = None
+    """Whether the worker has loaded its model (a lazy worker that got no work has not)."""
 
 
 class Executor(Protocol):
@@ -87,8 +93,13 @@ class Plan(Generic[U, S]):
 
 
 class Stage(Protocol[U, R, S]):
-    name: str
-    needs: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The stages whose rows this one reads."""
+        ...
 
     def plan(self, store: Store) -> Plan[U, S]: ...
 

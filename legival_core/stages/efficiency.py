@@ -22,7 +22,7 @@ from legival_core.metrics.base import MetricValue, TraceText, stored_trace_metri
 from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy
 from legival_core.segment import SEGMENTER_VERSION, sentence_spans
 from legival_core.spec import Efficiency
-from legival_core.stages.base import Executor, Plan, Work, register_stage
+from legival_core.stages.base import Executor, Plan, StoreAccess, Work, register_stage
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.types import Span, Steps, canonical_json
@@ -223,7 +223,7 @@ def _metric_row(trace_id: str, metric: str, params: str, version: str, v: Metric
             "detail": v.detail}
 
 
-def compute_efficiency(store: Store, config: Efficiency, executor: Executor | None = None,
+def compute_efficiency(store: Store | StoreAccess, config: Efficiency, executor: Executor | None = None,
                        progress: Any = None) -> EfficiencySummary:
     """Segment, then compute every missing efficiency metric: what `legival efficiency` and the
     Prefect `efficiency` task both run."""
@@ -235,7 +235,7 @@ def compute_efficiency(store: Store, config: Efficiency, executor: Executor | No
     return s
 
 
-def ensure_steps(store: Store) -> int:
+def ensure_steps(store: Store | StoreAccess) -> int:
     """Segment the traces that have no steps (what transfer, judge and quality read); returns how many."""
     from legival_core.stages.base import run_stage
 

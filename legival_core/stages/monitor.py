@@ -6,29 +6,48 @@ clean = correct, untruncated traces with at least one step (label: correct); sab
 trace with one injected error (`legival_core.monitor.sabotage`; label: incorrect); natural = the
 teacher's own wrong, untruncated traces on problems another teacher solved (label: incorrect).
 Verdicts are keyed by (supervisor, condition, trace, text), so a rerun asks nothing twice.
+
+`MonitorStage`: `plan` builds the items and keeps those without a verdict, `run` asks the supervisor
+(built in `Work.setup`) a batch at a time without the store, `commit` stores one batch in one
+transaction. The results (precision/recall/F1, FOTU correlations) are `reports.monitoring`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from legival_core.backends.base import TextBackend
+from legival_core.datasets.base import current_graders
 from legival_core.monitor.sabotage import inject_error
-from legival_core.monitor.supervisor import PROMPT_VERSION, supervise, supervisor_key
+from legival_core.monitor.supervisor import MAX_NEW_TOKENS, PROMPT_VERSION, supervise, supervisor_key
 from legival_core.segment import sentence_spans
+from legival_core.stages.base import (
+    Executor,
+    Plan,
+    StoreAccess,
+    Work,
+    register_stage,
+    run_stage,
+    store_access,
+)
 from legival_core.store import Store
+from legival_core.store import planner as reads
 from legival_core.types import content_hash
 
 if TYPE_CHECKING:
     import polars as pl
 
+register_stage("monitor", "legival monitor --db DB --supervisor NAME", needs=("grade",),
+               description="weak-supervisor verdicts on clean, sabotaged and naturally wrong traces")
+
 COLUMNS = ("item_key", "supervisor_key", "supervisor", "trace_id", "teacher", "dataset", "problem_id",
            "condition", "label_incorrect", "predicted_incorrect", "status", "sabotage_kind", "sabotage_step",
            "detail", "response", "prompt_tokens")
 Progress = Callable[[int, int], None]
+Item = dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -48,27 +67,21 @@ class MonitorSummary:
         return asdict(self)
 
 
-def build_items(store: Store, seed: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+def build_items(store: Store, seed: int = 0, limit: int | None = None) -> list[Item]:
     """Every item (without verdict): clean, sabotage and natural sets, in a stable order."""
+    graders = current_graders(reads.stored_datasets(store))
+    return select_items(reads.traces_with_problems(store, graders), seed, limit)
+
+
+def select_items(traces: pl.DataFrame, seed: int = 0, limit: int | None = None) -> list[Item]:
+    """The items of `traces` (`reads.traces_with_problems`: one row per trace with its question and
+    whether it is correct), in a stable order."""
     import polars as pl
 
-    from legival_core.reports.tables import current_graders
-
-    graders = current_graders(store)
-    store.con.register("_mg", graders.to_arrow())
-    try:
-        t = store.query(
-            "SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, t.answer_text, t.truncated, "
-            "p.question, coalesce(g.correct, false) AS correct FROM traces t "
-            "JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id "
-            "JOIN _mg cg ON cg.dataset = t.dataset "
-            "LEFT JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader "
-            "ORDER BY t.teacher, t.dataset, t.problem_id, t.trace_id")
-    finally:
-        store.con.unregister("_mg")
-    solvers = t.filter(pl.col("correct")).group_by("dataset", "problem_id").agg(pl.col("teacher").unique().alias("_s"))
-    t = t.join(solvers, on=["dataset", "problem_id"], how="left")
-    items: list[dict[str, Any]] = []
+    solvers = (traces.filter(pl.col("correct")).group_by("dataset", "problem_id")
+               .agg(pl.col("teacher").unique().alias("_s")))
+    t = traces.join(solvers, on=["dataset", "problem_id"], how="left")
+    items: list[Item] = []
 
     def first(frame: pl.DataFrame) -> pl.DataFrame:
         return frame if limit is None else frame.group_by("teacher", "dataset", maintain_order=True).head(limit)
@@ -88,39 +101,97 @@ def build_items(store: Store, seed: int = 0, limit: int | None = None) -> list[d
 
 
 def _item(r: dict[str, Any], condition: str, text: str, kind: str | None = None, step: int | None = None,
-          detail: dict[str, Any] | None = None) -> dict[str, Any]:
+          detail: dict[str, Any] | None = None) -> Item:
     return {"trace_id": r["trace_id"], "teacher": r["teacher"], "dataset": r["dataset"],
             "problem_id": r["problem_id"], "question": r["question"], "answer_text": r["answer_text"],
             "text": text, "condition": condition, "label_incorrect": condition != "clean",
             "sabotage_kind": kind, "sabotage_step": step, "detail": json.dumps(detail) if detail else None}
 
 
-def run_monitor(store: Store, backend: TextBackend, supervisor: str, seed: int = 0, limit: int | None = None,
-                max_new_tokens: int = 8, batch_size: int = 16, progress: Progress | None = None) -> MonitorSummary:
+@dataclass(frozen=True, slots=True)
+class AskSupervisor:
+    """`Work.process`: the supervisor's verdicts on one batch of items, as `monitor_results` rows."""
 
-    items = build_items(store, seed, limit)
-    skey = supervisor_key(backend.model_id, max_new_tokens)
-    s = MonitorSummary(supervisor, skey, items=len(items))
-    for it in items:
-        it["item_key"] = content_hash(skey, PROMPT_VERSION, it["condition"], it["trace_id"], it["text"])
-        s.clean += it["condition"] == "clean"
-        s.sabotage += it["condition"] == "sabotage"
-        s.natural += it["condition"] == "natural"
-    known = set(store.query("SELECT item_key FROM monitor_results WHERE supervisor_key = ?", [skey])["item_key"].to_list())
-    todo = [it for it in items if it["item_key"] not in known]
-    s.cached = len(items) - len(todo)
-    for start in range(0, len(todo), batch_size):
-        part = todo[start : start + batch_size]
-        verdicts = supervise(backend, [(it["question"], it["text"], it["answer_text"]) for it in part], max_new_tokens)
+    supervisor: str
+    supervisor_key: str
+    max_new_tokens: int
+
+    def __call__(self, backend: TextBackend, part: Sequence[Item]) -> list[dict[str, Any]]:
+        verdicts = supervise(backend, [(it["question"], it["text"], it["answer_text"]) for it in part],
+                             self.max_new_tokens)
         rows = []
         for it, v in zip(part, verdicts, strict=True):
-            s.overflow += v.status == "overflow"
-            s.unparsed += v.status == "unparsed"
-            rows.append({**{c: it.get(c) for c in COLUMNS}, "supervisor_key": skey, "supervisor": supervisor,
-                         "predicted_incorrect": v.predicted_incorrect, "status": v.status, "response": v.response,
-                         "prompt_tokens": v.prompt_tokens})
-        store.insert_rows("monitor_results", [{c: r.get(c) for c in COLUMNS} for r in rows])
-        s.asked += len(part)
-        if progress:
-            progress(s.asked, len(todo))
-    return s
+            row = {**{c: it.get(c) for c in COLUMNS}, "supervisor_key": self.supervisor_key,
+                   "supervisor": self.supervisor, "predicted_incorrect": v.predicted_incorrect, "status": v.status,
+                   "response": v.response, "prompt_tokens": v.prompt_tokens}
+            rows.append({c: row[c] for c in COLUMNS})
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
+class GivenBackend:
+    """`Work.setup` for a backend the caller built and keeps (it is not closed here)."""
+
+    backend: TextBackend
+
+    def __call__(self) -> TextBackend:
+        return self.backend
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorStage:
+    """Verdicts of one supervisor (`model_id` keys them; `worker` builds its backend once per worker)
+    on the items that have none."""
+
+    supervisor: str
+    model_id: str
+    worker: Callable[[], TextBackend]
+    seed: int = 0
+    limit: int | None = None
+    max_new_tokens: int = MAX_NEW_TOKENS
+    batch_size: int = 16
+    teardown: Callable[[TextBackend], None] | None = None
+    name: str = "monitor"
+    needs: tuple[str, ...] = ("grade",)
+
+    @property
+    def supervisor_key(self) -> str:
+        return supervisor_key(self.model_id, self.max_new_tokens)
+
+    def plan(self, store: Store) -> Plan[Item, MonitorSummary]:
+        items = build_items(store, self.seed, self.limit)
+        skey = self.supervisor_key
+        s = MonitorSummary(self.supervisor, skey, items=len(items))
+        for it in items:
+            it["item_key"] = content_hash(skey, PROMPT_VERSION, it["condition"], it["trace_id"], it["text"])
+            s.clean += it["condition"] == "clean"
+            s.sabotage += it["condition"] == "sabotage"
+            s.natural += it["condition"] == "natural"
+        known = reads.monitor_item_keys(store, skey)
+        todo = [it for it in items if it["item_key"] not in known]
+        s.cached = len(items) - len(todo)
+        return Plan(todo, s, total=len(todo))
+
+    def run(self, units: Sequence[Item], executor: Executor) -> Iterator[list[dict[str, Any]]]:
+        work = Work(self.worker, AskSupervisor(self.supervisor, self.supervisor_key, self.max_new_tokens),
+                    self.batch_size, teardown=self.teardown)
+        return executor.run(work, units)
+
+    def commit(self, store: Store, results: Sequence[dict[str, Any]], plan: Plan[Any, MonitorSummary]) -> int:
+        s = plan.summary
+        with store.transaction():
+            store.insert_rows("monitor_results", results)
+        s.overflow += sum(r["status"] == "overflow" for r in results)
+        s.unparsed += sum(r["status"] == "unparsed" for r in results)
+        s.asked += len(results)
+        return len(results)
+
+
+def run_monitor(store: Store | StoreAccess, backend: TextBackend, supervisor: str, seed: int = 0,
+                limit: int | None = None, max_new_tokens: int = MAX_NEW_TOKENS, batch_size: int = 16,
+                progress: Progress | None = None, executor: Executor | None = None) -> MonitorSummary:
+    """Ask `backend` (owned by the caller) about every item without a verdict: `legival monitor`."""
+    access = store_access(store) if isinstance(store, Store) else store
+    stage = MonitorStage(supervisor, backend.model_id, GivenBackend(backend), seed, limit, max_new_tokens,
+                         batch_size)
+    return run_stage(stage, access, executor, progress)

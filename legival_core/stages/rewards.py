@@ -3,28 +3,49 @@
 Rows go to `trace_metrics`: metric `rm:<name>` for a scalar RM, `rm:<name>:min|mean|last` for a PRM
 (the per-step scores are kept in the `mean` row's detail). A model whose weights are not installed
 gets `status = 'unavailable'` rows (value null), replaced by real scores once it can be loaded.
+
+One `RewardsStage` per model: `plan` lists the traces without a score, `run` loads the model in
+`Work.setup` and scores chunks without the store, `commit` writes one chunk in one transaction.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from legival_core.rewards.models import (
     PRM_AGGREGATES,
+    RM_CODE_VERSION,
     RewardModelSpec,
     RewardModelUnavailable,
     Score,
     TraceInput,
     load_reward_model,
 )
-from legival_core.store import Store
+from legival_core.stages.base import (
+    Executor,
+    Plan,
+    StoreAccess,
+    Work,
+    register_stage,
+    run_stage,
+    store_access,
+)
+from legival_core.store import Store, writes
+from legival_core.store import planner as reads
 from legival_core.types import canonical_json
 
-CODE_VERSION = "rm-1"
+register_stage("rewards", "legival rm --db DB", needs=("ingest",),
+               description="reward-model scores of every trace (paper section 5.3)")
+
+CODE_VERSION = RM_CODE_VERSION
 Progress = Callable[[str, int, int], None]
+"""progress(model name, done, total)."""
+Loader = Callable[[RewardModelSpec], Any]
+"""spec -> a loaded model with `score(traces) -> list[Score]` and `close()`; raises
+`RewardModelUnavailable` when its weights are not here."""
 
 
 @dataclass(slots=True)
@@ -55,15 +76,8 @@ def metric_names(spec: RewardModelSpec) -> list[str]:
 
 def traces_to_score(store: Store, spec: RewardModelSpec, limit: int | None = None) -> list[TraceInput]:
     """Traces with no 'ok' row for this model at this version and parameters, in trace-id order."""
-    frame = store.query(
-        "SELECT t.trace_id, p.question, t.reasoning, t.answer_text FROM traces t "
-        "JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id "
-        "WHERE NOT EXISTS (SELECT 1 FROM trace_metrics x WHERE x.trace_id = t.trace_id AND x.metric = ? "
-        "AND x.params = ? AND x.code_version = ? AND x.status IN ('ok', 'no_steps')) ORDER BY t.trace_id"
-        + (" LIMIT ?" if limit is not None else ""),
-        [metric_names(spec)[0], canonical_json(spec.params()), CODE_VERSION, *([limit] if limit is not None else [])],
-    )
-    return [TraceInput(*r) for r in frame.iter_rows()]
+    rows = reads.traces_to_score(store, metric_names(spec)[0], canonical_json(spec.params()), CODE_VERSION, limit)
+    return [TraceInput(*r) for r in rows]
 
 
 def score_rows(spec: RewardModelSpec, scores: Sequence[Score]) -> list[dict[str, Any]]:
@@ -82,55 +96,126 @@ def score_rows(spec: RewardModelSpec, scores: Sequence[Score]) -> list[dict[str,
     return rows
 
 
+def unavailable_rows(spec: RewardModelSpec, trace_ids: Sequence[str], reason: str) -> list[dict[str, Any]]:
+    params = canonical_json(spec.params())
+    return [_row(t, name, params, None, spec.kind, "unavailable", {"reason": reason})
+            for t in trace_ids for name in metric_names(spec)]
+
+
+@dataclass(frozen=True, slots=True)
+class RewardBatch:
+    """One chunk's rows; `unavailable` says why they are placeholders (the model is not here)."""
+
+    trace_ids: tuple[str, ...]
+    rows: tuple[dict[str, Any], ...]
+    truncated: int = 0
+    dropped_tokens: int = 0
+    unavailable: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unloadable:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadModel:
+    """`Work.setup`: the reward model, loaded once per worker, or why it cannot be."""
+
+    spec: RewardModelSpec
+    loader: Loader = load_reward_model
+
+    def __call__(self) -> Any:
+        try:
+            return self.loader(self.spec)
+        except RewardModelUnavailable as e:
+            return Unloadable(str(e))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreTraces:
+    """`Work.process`: score one chunk of traces (placeholder rows when the model is unavailable)."""
+
+    spec: RewardModelSpec
+
+    def __call__(self, model: Any, part: Sequence[TraceInput]) -> list[RewardBatch]:
+        ids = tuple(t.trace_id for t in part)
+        if isinstance(model, Unloadable):
+            return [RewardBatch(ids, tuple(unavailable_rows(self.spec, ids, model.reason)), unavailable=model.reason)]
+        scores = model.score(part)
+        return [RewardBatch(ids, tuple(score_rows(self.spec, scores)), sum(s.truncated for s in scores),
+                            sum(s.dropped_tokens for s in scores))]
+
+
+def close_model(model: Any) -> None:
+    if not isinstance(model, Unloadable):
+        model.close()
+
+
+@dataclass(frozen=True, slots=True)
+class RewardsStage:
+    """One reward model on the traces (the first `limit` in trace-id order) it has not scored."""
+
+    spec: RewardModelSpec
+    limit: int | None = None
+    chunk: int = 64
+    loader: Loader = load_reward_model
+    name: str = "rewards"
+    needs: tuple[str, ...] = ("ingest",)
+
+    def plan(self, store: Store) -> Plan[TraceInput, ModelSummary]:
+        todo = traces_to_score(store, self.spec, self.limit)
+        return Plan(todo, ModelSummary(self.spec.name), total=len(todo))
+
+    def run(self, units: Sequence[TraceInput], executor: Executor) -> Iterator[list[RewardBatch]]:
+        work = Work(LoadModel(self.spec, self.loader), ScoreTraces(self.spec), self.chunk, teardown=close_model)
+        return executor.run(work, units)
+
+    def commit(self, store: Store, results: Sequence[RewardBatch], plan: Plan[Any, ModelSummary]) -> int:
+        ms = plan.summary
+        done = 0
+        for b in results:
+            if b.unavailable is not None:
+                ms.status, ms.reason = "unavailable", b.unavailable
+                writes.add(store, "trace_metrics", b.rows)
+            else:
+                # Scores replace earlier 'unavailable' / 'no_steps' rows of the same traces.
+                writes.replace_metric_rows(store, b.rows, metric_names(self.spec), canonical_json(self.spec.params()),
+                                           CODE_VERSION, b.trace_ids)
+                ms.scored += len(b.trace_ids)
+                ms.truncated += b.truncated
+                ms.dropped_tokens += b.dropped_tokens
+            done += len(b.trace_ids)
+        return done
+
+
 def run_rewards(
-    store: Store,
+    store: Store | StoreAccess,
     specs: Sequence[RewardModelSpec],
     limit: int | None = None,
     chunk: int = 64,
-    loader: Callable[[RewardModelSpec], Any] = load_reward_model,
+    loader: Loader = load_reward_model,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> RewardSummary:
+    """Every reward model in `specs` on the traces it has not scored: what `legival rm` runs."""
+    access = store_access(store) if isinstance(store, Store) else store
     summary = RewardSummary()
     for spec in specs:
-        ms = ModelSummary(spec.name)
-        summary.models.append(ms)
-        todo = traces_to_score(store, spec, limit)
-        if not todo:
-            continue
-        try:
-            model = loader(spec)
-        except RewardModelUnavailable as e:
-            ms.status, ms.reason = "unavailable", str(e)
-            params = canonical_json(spec.params())
-            rows = [_row(t.trace_id, name, params, None, spec.kind, "unavailable", {"reason": str(e)})
-                    for t in todo for name in metric_names(spec)]
-            with store.transaction():
-                store.insert_rows("trace_metrics", rows)
-            continue
-        try:
-            for start in range(0, len(todo), chunk):
-                part = todo[start : start + chunk]
-                scores = model.score(part)
-                ms.scored += len(scores)
-                ms.truncated += sum(s.truncated for s in scores)
-                ms.dropped_tokens += sum(s.dropped_tokens for s in scores)
-                _replace(store, spec, [t.trace_id for t in part], score_rows(spec, scores))
-                if progress:
-                    progress(spec.name, start + len(part), len(todo))
-        finally:
-            model.close()
+        stage = RewardsStage(spec, limit, chunk, loader)
+        summary.models.append(run_stage(stage, access, executor, _phase(progress, spec.name)))
     return summary
 
 
-def _replace(store: Store, spec: RewardModelSpec, trace_ids: list[str], rows: list[dict[str, Any]]) -> None:
-    """Insert scores, replacing earlier 'unavailable'/'no_steps' rows of the same traces."""
-    with store.transaction():
-        store.run(
-            "DELETE FROM trace_metrics WHERE list_contains(?, metric) AND params = ? AND code_version = ? "
-            "AND status <> 'ok' AND list_contains(?, trace_id)",
-            [metric_names(spec), canonical_json(spec.params()), CODE_VERSION, trace_ids],
-        )
-        store.insert_rows("trace_metrics", rows)
+def _phase(progress: Progress | None, name: str) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        if done:
+            progress(name, done, total)
+
+    return report
 
 
 def _row(trace_id: str, metric: str, params: str, value: float | None, method: str, status: str,

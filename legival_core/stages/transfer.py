@@ -153,7 +153,8 @@ class TransferStage:
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
         return Work(StudentWorker(self.config), RolloutChunk(self.config), self.traces_per_chunk, route=unit_key,
-                    teardown=close_backend)
+                    teardown=close_backend, key=f"{self.config.student_key}:{self.config.backend}",
+                    warm=load_backend, loaded=backend_loaded)
 
     def run(self, units: Sequence[Unit], executor: Executor) -> Iterator[list[RolloutBatch]]:
         return executor.run(self.work(), units)
@@ -175,6 +176,16 @@ def unit_key(unit: Unit) -> str:
 
 def close_backend(backend: TextBackend) -> None:
     backend.close()
+
+
+def load_backend(backend: TextBackend) -> None:
+    load = getattr(backend, "load", None)
+    if load is not None:
+        load()
+
+
+def backend_loaded(backend: TextBackend) -> bool:
+    return bool(getattr(backend, "loaded", True))
 
 
 @dataclass(frozen=True, slots=True)

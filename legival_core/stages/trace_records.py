@@ -1,24 +1,21 @@
-"""Import trace files (JSONL or Parquet) into the store, re-grading every trace with our graders.
+"""Trace records: reading a trace file (JSONL or Parquet), validating each record, and the store rows.
 
-The whole file is read, validated and graded before the store is touched; then it is written in one
-transaction. A bad line therefore either stops the import with an error naming file, line and field,
-leaving the store exactly as it was, or (with `skip_bad`) is skipped and listed. Trace ids are
-content hashes, so importing the same file twice adds nothing.
+The parsing half of the ingest stage (`legival_core.stages.ingest`), shared with the generate stage,
+whose generated records go through exactly this parsing. Every error names the file, the line (or
+Parquet row) and the field.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from legival_core.datasets.base import get_dataset
 from legival_core.registry import UnknownName, canonical_name
-from legival_core.store import Store
 from legival_core.thinking import split_thinking
 from legival_core.types import Grade, Problem, Trace, canonical_json
 
@@ -58,6 +55,9 @@ class TraceRecord(BaseModel):
         return str(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
 
 
+_KNOWN_FIELDS = frozenset(TraceRecord.model_fields) | {"model", "problem", "gold_answer", "output", "raw_output"}
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedLine:
     line: int
@@ -66,39 +66,14 @@ class ParsedLine:
     source_correct: bool | None
 
 
-@dataclass(slots=True)
-class IngestSummary:
-    file: str
-    lines: int = 0
-    new_traces: int = 0
-    already_stored: int = 0
-    new_problems: int = 0
-    bad_lines: list[str] = field(default_factory=list)
-    disagreements: int = 0
-    disagreement_examples: list[str] = field(default_factory=list)
-    unparsed: int = 0
-    timeouts: int = 0
-    truncated: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "lines": self.lines,
-            "new_traces": self.new_traces,
-            "already_stored": self.already_stored,
-            "new_problems": self.new_problems,
-            "bad_lines": len(self.bad_lines),
-            "label_disagreements": self.disagreements,
-            "unparsed": self.unparsed,
-            "grade_timeouts": self.timeouts,
-            "truncated": self.truncated,
-        }
+def is_parquet(path: Path) -> bool:
+    return path.suffix.lower() in (".parquet", ".pq")
 
 
 def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:
     """(line number, record or the error for that line), for JSONL and Parquet files."""
     name = str(path)
-    if path.suffix.lower() in (".parquet", ".pq"):
+    if is_parquet(path):
         import pyarrow.parquet as pq
 
         for i, rec in enumerate(pq.read_table(path).to_pylist(), start=1):
@@ -124,9 +99,15 @@ def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | IngestError
         yield i, rec
 
 
+def numbered(records: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:
+    """In-memory records numbered like the lines of the JSONL file that would hold them."""
+    yield from enumerate(records, start=1)
+
+
 def parse_record(
     rec: dict[str, Any], file: str, line: int, teacher: str | None = None, unit: str = "line"
 ) -> ParsedLine:
+    """Validate one record into its problem and trace; IngestError names file, line and field."""
     if teacher:
         rec = {**rec, "teacher": teacher}
     try:
@@ -150,95 +131,45 @@ def parse_record(
         truncated = split.truncated or bool(r.truncated)
     else:
         raise IngestError(file, line, "reasoning", "required field is missing (or give a raw 'response')", unit)
-    known = set(TraceRecord.model_fields) | {"model", "problem", "gold_answer", "output", "raw_output"}
-    extra = {k: v for k, v in rec.items() if k not in known}
+    extra = {k: v for k, v in rec.items() if k not in _KNOWN_FIELDS}
     provenance = canonical_json({"file": Path(file).name, "line": line, **extra})
     problem = Problem(dataset, r.problem_id, r.question, r.gold, tuple(r.choices or ()))
     trace = Trace(r.teacher, dataset, r.problem_id, reasoning, answer_text, truncated, provenance)
     return ParsedLine(line, problem, trace, r.correct)
 
 
-def grade_trace(trace: Trace, problem: Problem) -> tuple[str, Grade]:
-    """(grader key, grade) for a teacher trace. A truncated trace is never graded as if complete."""
-    spec = get_dataset(trace.dataset)
-    key = f"{spec.name}@{spec.grader_version}"
-    if trace.truncated:
-        return key, Grade(correct=False, extracted=None, status="truncated")
-    return key, spec.grader(trace.answer_text, trace.reasoning, problem, "teacher")
+# ------------------------------------------------------------------------------------------ rows
 
 
-def ingest_file(
-    store: Store,
-    path: str | Path,
-    skip_bad: bool = False,
-    teacher: str | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> IngestSummary:
-    path = Path(path)
-    name = str(path)
-    if not path.exists():
-        raise IngestError(name, 0, "<file>", "no such file")
-    unit = "row" if path.suffix.lower() in (".parquet", ".pq") else "line"
-    summary = IngestSummary(file=name)
-    parsed: dict[str, ParsedLine] = {}
-    for line, rec in read_records(path):
-        summary.lines += 1
-        try:
-            if isinstance(rec, IngestError):
-                raise rec
-            p = parse_record(rec, name, line, teacher, unit)
-        except IngestError as e:
-            if not skip_bad:
-                raise
-            summary.bad_lines.append(str(e))
-            continue
-        parsed.setdefault(p.trace.trace_id, p)
-
-    stored = store.existing_trace_ids(list(parsed))
-    summary.already_stored = len(stored)
-    fresh = [p for tid, p in parsed.items() if tid not in stored]
-    problems, traces, grades = [], [], []
-    for p in fresh:
-        key, g = grade_trace(p.trace, p.problem)
-        summary.unparsed += g.status == "unparsed"
-        summary.timeouts += g.status == "timeout"
-        summary.truncated += g.status == "truncated"
-        if p.source_correct is not None and p.source_correct != g.correct and g.status != "truncated":
-            summary.disagreements += 1
-            if len(summary.disagreement_examples) < 20:
-                summary.disagreement_examples.append(
-                    f"line {p.line} ({p.trace.problem_id}): file says {p.source_correct}, "
-                    f"we say {g.correct} (extracted {g.extracted!r})"
-                )
-        problems.append(_problem_row(p.problem))
-        traces.append(_trace_row(p, name))
-        grades.append({"trace_id": p.trace.trace_id, "grader": key, "extracted": g.extracted,
-                       "correct": g.correct, "status": g.status, "groups_correct": g.groups_correct})
-        if progress:
-            progress(1)
-    with store.transaction():
-        summary.new_problems = store.insert_rows("problems", _dedupe(problems)).inserted
-        summary.new_traces = store.insert_rows("traces", traces).inserted
-        store.insert_rows("grades", grades)
-    return summary
-
-
-def _dedupe(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    seen: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        seen.setdefault((r["dataset"], r["problem_id"]), r)
-    return list(seen.values())
-
-
-def _problem_row(p: Problem) -> dict[str, Any]:
+def problem_row(p: Problem) -> dict[str, Any]:
     return {"dataset": p.dataset, "problem_id": p.problem_id, "question": p.question, "gold": p.gold,
             "choices": json.dumps(list(p.choices)) if p.choices else None,
             "meta": canonical_json(dict(p.meta)) if p.meta else None}
 
 
-def _trace_row(p: ParsedLine, file: str) -> dict[str, Any]:
+def problem_of_row(dataset: str, problem_id: str, question: str, gold: str, choices: str | None,
+                   meta: str | None) -> Problem:
+    """The `Problem` a stored `problems` row holds (the inverse of `problem_row`)."""
+    return Problem(dataset, problem_id, question, gold, tuple(json.loads(choices)) if choices else (),
+                   tuple((str(k), str(v)) for k, v in json.loads(meta).items()) if meta else ())
+
+
+def trace_row(p: ParsedLine, file: str) -> dict[str, Any]:
     t = p.trace
     return {"trace_id": t.trace_id, "teacher": t.teacher, "dataset": t.dataset, "problem_id": t.problem_id,
             "reasoning": t.reasoning, "answer_text": t.answer_text, "truncated": t.truncated,
             "source_correct": p.source_correct, "source_file": Path(file).name, "source_line": p.line,
             "provenance": t.provenance}
+
+
+def grade_row(trace_id: str, grader: str, g: Grade) -> dict[str, Any]:
+    return {"trace_id": trace_id, "grader": grader, "extracted": g.extracted, "correct": g.correct,
+            "status": g.status, "groups_correct": g.groups_correct}
+
+
+def dedupe_problems(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first row of each (dataset, problem_id)."""
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        seen.setdefault((r["dataset"], r["problem_id"]), r)
+    return list(seen.values())

@@ -1,0 +1,62 @@
+"""`legival list [KIND]`: what the registry holds (datasets, graders, metrics, backends, judges, stages)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from legival.app import app
+from legival.console import emit_summary, fail, out_console
+
+_PLURAL = {"datasets": "dataset", "graders": "grader", "metrics": "metric", "backends": "backend",
+           "judges": "judge", "stages": "stage"}
+
+
+@app.command("list")
+def list_registry(
+    kind: Annotated[str | None, typer.Argument(help="datasets | graders | metrics | backends | judges | stages "
+                                                    "(default: all)")] = None,
+) -> None:
+    """Print every registered entry with its one-line description (metrics: unit and direction)."""
+    from legival_core.registry import KINDS, entries
+
+    kinds = list(KINDS) if kind is None else [_PLURAL.get(kind.strip().lower(), kind.strip().lower())]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        fail(f"unknown kind {kind!r}; choose one of {', '.join(_PLURAL)}")
+    summary: dict[str, Any] = {"command": "list"}
+    for k in kinds:
+        rows = [_row(k, e) for e in entries(k)]  # type: ignore[arg-type]
+        _print(k, rows)
+        summary[k + "s"] = [r["name"] for r in rows]
+    emit_summary(summary)
+
+
+def _row(kind: str, e: Any) -> dict[str, str]:
+    row = {"name": e.name, "description": e.description}
+    meta = e.meta
+    if kind == "metric":
+        row.update(unit=meta.unit, direction={"higher": "higher is better", "lower": "lower is better"}.get(
+            meta.direction or "", "-"), level=meta.level, section=meta.section, stage=meta.stage)
+    elif kind == "backend":
+        row["dtypes"] = ", ".join(getattr(meta, "dtypes", ()) or ())
+    elif kind == "stage":
+        row["command"] = getattr(meta, "command", "")
+    if e.aliases:
+        row["aliases"] = ", ".join(e.aliases)
+    return row
+
+
+def _print(kind: str, rows: list[dict[str, str]]) -> None:
+    """One line per entry, aligned columns: readable in any terminal width and in a pipe."""
+    out_console.print(f"{kind}s ({len(rows)})", markup=False, highlight=False)
+    keys = [k for k in ("name", "unit", "direction", "dtypes", "command") if any(k in r for r in rows)]
+    width = {k: max((len(r.get(k, "")) for r in rows), default=0) for k in keys}
+    for r in rows:
+        head = "  ".join(r.get(k, "").ljust(width[k]) for k in keys)
+        tail = r["description"]
+        extra = [f"{k} {r[k]}" for k in ("section", "stage", "aliases") if r.get(k)]
+        if extra:
+            tail += f" ({'; '.join(extra)})"
+        out_console.print(f"  {head}  {tail}", markup=False, highlight=False, soft_wrap=True)
