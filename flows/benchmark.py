@@ -15,6 +15,7 @@ from tasks.stages import (
     aggregate_task,
     efficiency_task,
     generate_task,
+    grade_task,
     ingest_teacher_task,
     judge_task,
     quality_task,
@@ -24,8 +25,8 @@ from tasks.stages import (
 @flow(name="benchmark")
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
-    """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) ->
-    efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. When this
+    """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) -> grade
+    (what the current graders have not graded) -> efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. When this
     run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
     runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
     which a fully cached rerun would feel).
@@ -49,6 +50,7 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         gen = [gen_task(dbp, t, s.datasets) for t in chosen if t.generate is not None]
         summary["new_traces"] = sum(r.new_traces for r in ing) + sum(r.new_traces for r in gen)
         summary["generated_traces"] = sum(r.generated for r in gen)
+        summary["regraded"] = grade_task(dbp).get("graded", 0)
         lap("ingest")
         if s.transfer.enabled and summary["new_traces"] > 0:  # new traces: rollouts to generate
             from tasks.transfer import prewarm

@@ -152,6 +152,18 @@ def _selected(path: Path, model: str, tmp: Path) -> Path:
     return out
 
 
+@task(name="grade", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
+def grade_task(db: str) -> dict[str, Any]:
+    """Grade every trace that has no grade by the current grader of its dataset (after a grader
+    version change this re-grades; new traces were graded when they were stored)."""
+    from legival_core.stages.grade import grade_store
+
+    s = grade_store(lambda: locked_store(db))
+    d: dict[str, Any] = s.as_dict()
+    BOARD.event("grade", graded=d.get("graded", 0))
+    return d
+
+
 @task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
 def efficiency_task(db: str, config: Efficiency) -> dict[str, Any]:
     from legival_core.stages.efficiency import compute_efficiency

@@ -1,22 +1,20 @@
 """The `gemini` backtracking judge: Gemini 2.5 Flash through google-genai (SPEC section 3).
 
 Key: passed in (a caller may resolve a Prefect Secret block) or read from GEMINI_API_KEY, else
-GOOGLE_API_KEY. Endpoint: `base_url` argument, else LEGIVAL_GEMINI_BASE_URL, else the SDK default
-(which also honours GOOGLE_GEMINI_BASE_URL). The SDK's own retries are switched off
-(`HttpRetryOptions(attempts=1)`, which also disables its implicit connection-error retries) so the
-shared loop in base.py does all retrying and counts it.
+GOOGLE_API_KEY. Endpoint: `base_url` argument, else LEGIVAL_GEMINI_BASE_URL, else the SDK default (which
+also honours GOOGLE_GEMINI_BASE_URL). The SDK's own retries are switched off
+(`HttpRetryOptions(attempts=1)`, which also disables its implicit connection-error retries) so the shared
+loop in base.py does all retrying and counts it.
 
-Batch API (50% price): `submit_batch` sends inline requests (`BatchJobSource(inlined_requests=...)`,
-each carrying `metadata` that names its trace and window, so results can be matched without the
-original requests), `poll_batch` reads the job state, `collect_batch` parses
-`dest.inlined_responses`. Inline batches are limited by the API's request size (about 20 MB): when
-the serialized requests exceed `batch_file_threshold_bytes` (default 15 MB), or with
-`use_file=True`, the same requests are written as JSONL (`{"key": ..., "request": {...}}` per line,
-the REST GenerateContentRequest the SDK would send inline), uploaded through the Files API and the
-job is created with `src=<file name>`; `collect_batch` then downloads `dest.file_name` (JSONL lines
-with `key` and `response` or `error`). A file line has no metadata, so its `key` encodes the trace
-and window (`_file_key`); both paths feed the same result parsing.
-"""
+Batch API (50% price): `submit_batch` sends inline requests (`BatchJobSource(inlined_requests=...)`, each
+carrying `metadata` that names its trace and window, so results can be matched without the original
+requests), `poll_batch` reads the job state, `collect_batch` parses `dest.inlined_responses`. Inline batches
+are limited by the API's request size (about 20 MB): when the serialized requests exceed
+`batch_file_threshold_bytes` (default 15 MB), or with `use_file=True`, the same requests are written as
+JSONL (`{"key": ..., "request": {...}}` per line, the REST GenerateContentRequest the SDK would send
+inline), uploaded through the Files API and the job is created with `src=<file name>`; `collect_batch` then
+downloads `dest.file_name` (JSONL lines with `key` and `response` or `error`). A file line has no metadata,
+so its `key` encodes the trace and window (`_file_key`); both paths feed the same result parsing."""
 
 from __future__ import annotations
 

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legival_core.metrics.backtracking import BACKTRACKING
+from legival_core.metrics.base import all_metrics
 from legival_core.reports.bootstrap import ci_metrics
 from legival_core.reports.data import ReportData
+from legival_core.reports.pareto import FRONTIERS
 from legival_core.reports.plots import PLOT_FILES
 from legival_core.reports.stats import correlation_matrix
 from legival_core.segment import SEGMENTER_VERSION
@@ -157,6 +159,9 @@ def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool =
                  "per_cell": per_cell},
         "directions": data.directions,
         "ranked": [m for m in data.directions if f"rank_{m}" in data.teacher_metrics.columns],
+        "pareto_axes": pareto_axes(data),
+        "context_metrics": [{"name": m.name, "description": m.description} for m in all_metrics()
+                            if m.direction is None and m.name in ci_metrics() and m.name in data.correlation_metrics],
         "ci_metrics": ci_metrics(),
         "teachers": _rows(data.teacher_metrics),
         "teacher_dataset": _rows(data.aggregates.by_dataset),
@@ -172,6 +177,18 @@ def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool =
         "traces": traces,
         "details": details,
     }
+
+
+def pareto_axes(data: ReportData) -> dict[str, Any]:
+    """The Pareto plot's axis choices: every ranked metric, then the other bootstrapped metrics of
+    the correlation matrix (e.g. the students' baseline accuracy), all from the registry; the first
+    frontier of teacher_metrics.csv is the default pair."""
+    tm = data.teacher_metrics.columns
+    options = [m for m in data.directions if f"rank_{m}" in tm]
+    options += [m for m in ci_metrics() if m in data.correlation_metrics and m not in options and m in tm]
+    x, y, _ = FRONTIERS[0]
+    return {"options": options, "x": x if x in options else (options[0] if options else ""),
+            "y": y if y in options else (options[-1] if options else "")}
 
 
 def dashboard_html(data: ReportData, store: Store | None, per_cell: int = 10, live: bool = False,

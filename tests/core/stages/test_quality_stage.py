@@ -1,0 +1,161 @@
+"""The quality stage computes only what is missing; unavailable models leave NULL rows that a later run
+with the model replaces; the CLI runs end to end on the bundled traces."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from legival_core.catalog import MINILM, SMOLLM2
+from legival_core.metrics.quality import resolve_groups
+from legival_core.quality.clarity import clarity
+from legival_core.registry import entry
+from legival_core.reports.quality_table import quality_teacher_table
+from legival_core.stages.base import store_access
+from legival_core.stages.ingest import ingest_file
+from legival_core.stages.quality import QualityConfig, QualityStage, compute_quality
+from legival_core.stages.quality_computers import group_defs
+from legival_core.store import Store
+from tests._sql import rows
+from tests.conftest import EXAMPLES
+from tests.core.quality.test_quality_consistency import tiny_nli_dir
+
+BUNDLED = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
+
+
+def _one(store: Store, sql: str) -> tuple[Any, ...]:
+    return rows(store, sql)[0]
+
+
+@pytest.fixture
+def small(store: Store, tmp_path: Path) -> Store:
+    lines = BUNDLED.read_text().splitlines()
+    f = tmp_path / "ten.jsonl"
+    f.write_text("\n".join(lines[::8]) + "\n")  # 10 traces, all five teachers
+    ingest_file(store, f)
+    return store
+
+
+def test_second_run_computes_nothing(small: Store) -> None:
+    s1 = compute_quality(small, ["clarity", "z3", "nli"])
+    assert s1.computed["clarity"] == 10 and s1.rows["clarity"] == 50
+    assert s1.z3_extracted + s1.z3_unparsed == 10 and s1.rows["z3"] == 40
+    assert "nli" in s1.unavailable and s1.rows["nli"] == 40
+    s2 = compute_quality(small, ["clarity", "z3", "nli"])
+    assert sum(s2.rows.values()) == 0 and s2.computed["clarity"] == 0 and s2.computed["z3"] == 0
+
+
+def test_stored_values_equal_the_pure_functions(small: Store) -> None:
+    compute_quality(small, ["clarity_clx", "z3_acs"])
+    _, text, value = _one(small,
+        "SELECT t.trace_id, t.reasoning, x.value FROM trace_metrics x JOIN traces t USING (trace_id) "
+        "WHERE x.metric = 'clarity_clx' ORDER BY t.trace_id LIMIT 1")
+    assert value == pytest.approx(clarity(text).clx)
+    params = json.loads(_one(small, "SELECT params FROM trace_metrics WHERE metric = 'clarity_rd' LIMIT 1")[0])
+    assert params["reference"]["ref_id"] == "gsm8k-5teachers-v1" and "fre_p95" in params["reference"]
+    statuses = {r[0] for r in rows(small, "SELECT status FROM trace_metrics WHERE metric = 'z3_acs'")}
+    assert statuses <= {"ok", "unparsed", "undefined", "timeout"}
+    assert _one(small, "SELECT count(*) FROM meta WHERE key LIKE 'clarity_reference:%'")[0] == 1
+
+
+def test_unavailable_rows_are_null_then_replaced_when_the_model_appears(small: Store, tmp_path: Path) -> None:
+    nli_dir = tiny_nli_dir(tmp_path / "nli")
+    cfg = replace(QualityConfig(), nli_model=str(tmp_path / "later"))
+    s = compute_quality(small, ["nli"], cfg)
+    assert s.unavailable["nli"] and s.computed["nli"] == 0
+    got = rows(small, "SELECT DISTINCT value, status, method FROM trace_metrics WHERE metric = 'nli_intra'")
+    assert got == [(None, "unavailable", str(tmp_path / "later"))]
+    nli_dir.rename(tmp_path / "later")
+    s = compute_quality(small, ["nli"], cfg)
+    assert s.computed["nli"] == 10 and not s.unavailable
+    ok = _one(small, "SELECT count(*), count(value) FROM trace_metrics WHERE metric LIKE 'nli_%' AND status = 'ok'")
+    assert ok == (40, 40)
+    assert _one(small, "SELECT count(*) FROM trace_metrics WHERE status = 'unavailable'")[0] == 0
+
+
+def test_cohesion_rows_and_teacher_table(small: Store) -> None:
+    s = compute_quality(small, ["cohesion", "clarity", "z3"])
+    assert s.computed["cohesion"] == 10
+    method = rows(small, "SELECT DISTINCT method FROM trace_metrics WHERE metric = 'cohesion'")
+    assert method == [(MINILM,)]
+    t = quality_teacher_table(small)
+    assert t.height == 5
+    for col in ("clarity_clx", "cohesion", "cohesion_band_ratio", "z3_extraction_rate", "dim_coherence",
+                "dim_clarity", "dim_consistency", "global_index", "n_dimensions"):
+        assert col in t.columns, col
+    assert t["global_index"].null_count() == 0
+
+
+def test_defaults_are_the_catalog_names() -> None:
+    cfg = QualityConfig()
+    assert (cfg.embed_model, cfg.ppl_model) == (MINILM, SMOLLM2)
+    old = group_defs(replace(cfg, ppl_model="smollm2-135m-instruct"))["perplexity"]
+    assert json.loads(old.params)["model"] == SMOLLM2 and old.method == SMOLLM2  # one spelling in the rows
+    assert old.params == group_defs(cfg)["perplexity"].params
+
+
+def test_stage_commits_each_chunk_and_is_registered(small: Store) -> None:
+    from legival_core.stages.base import run_stage
+
+    info = entry("stage", "quality").meta
+    assert info.command == "legival quality --db DB" and info.needs == ("segment",)
+    seen: list[tuple[int, int]] = []
+    stage = QualityStage("clarity", replace(QualityConfig(), chunk=3))
+    s = run_stage(stage, store_access(small), progress=lambda d, n: seen.append((d, n)))
+    assert seen == [(0, 10), (3, 10), (6, 10), (9, 10), (10, 10)]
+    assert s.computed == {"clarity": 10} and s.rows == {"clarity": 50} and "clarity" in s.seconds
+    assert stage.plan(small).units == []
+
+
+def test_cohesion_plan_carries_the_steps(small: Store) -> None:
+    from legival_core.segment import SEGMENTER_VERSION
+    from legival_core.stages.base import run_stage
+    from legival_core.stages.efficiency import SegmentStage
+
+    stage = QualityStage("cohesion")
+    assert [r.name for r in stage.requires] == ["segment"]
+    run_stage(SegmentStage(), small)
+    units = stage.plan(small).units
+    assert len(units) == 10
+    for u in units:
+        steps = rows(small, "SELECT start_char, end_char FROM steps WHERE trace_id = ? AND segmenter = ? ORDER BY idx",
+                     [u.trace_id, SEGMENTER_VERSION])
+        assert list(u.spans) == steps and len(steps) >= 1
+
+
+def test_progress_phases_name_the_group(small: Store) -> None:
+    calls: list[tuple[str, int, int]] = []
+    compute_quality(small, ["z3", "clarity"], progress=lambda g, d, n: calls.append((g, d, n)))
+    assert calls[-1] == ("clarity", 10, 10) and ("z3", 10, 10) in calls
+
+
+def test_metric_names_resolve_to_groups() -> None:
+    assert resolve_groups(["clarity_rd", "clarity", "z3_fas0"]) == ["clarity", "z3"]
+    with pytest.raises(ValueError, match="unknown quality metric"):
+        resolve_groups(["nope"])
+
+
+def _legival(*args: str) -> dict[str, Any]:
+    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_cli_on_the_bundled_traces(tmp_path: Path) -> None:
+    db = str(tmp_path / "q.duckdb")
+    _legival("ingest", str(BUNDLED), "--db", db)
+    s = _legival("quality", "--db", db, "--metrics", "clarity,z3,nli,bertscore")
+    assert s["command"] == "quality" and s["computed"]["clarity"] == 80 and s["computed"]["z3"] == 80
+    assert set(s["unavailable"]) == {"nli", "bertscore"}
+    assert s["z3_extracted"] + s["z3_unparsed"] == 80
+    again = _legival("quality", "--db", db, "--metrics", "clarity,z3")
+    assert again["computed"] == {"clarity": 0, "z3": 0}
+    p = subprocess.run([sys.executable, "-m", "legival", "quality", "--db", db, "--metrics", "bogus"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "unknown quality metric" in p.stderr

@@ -1,0 +1,174 @@
+"""The extension points, proven by adding things the way AGENTS.md says: ONE new module, no other file
+edited. A new efficiency metric reaches teacher_dataset_metrics.csv, the ranks, the dashboard's
+Pareto pickers and the correlation matrix; a new student backend is usable by `legival transfer
+--backend NAME`; a plugin module outside the package is found through LEGIVAL_PLUGINS.
+
+The modules are written into the installed package (an editable install: the repository) for the
+duration of one test and removed afterwards; everything runs through the real `legival` entry point.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.core.reports.test_demo_snapshot import load_demo_store
+
+METRIC_MODULE = '''"""Characters of the reasoning: a metric added by a test (tests/core/test_extension_points.py)."""
+
+from legival_core.metrics.base import MetricValue, TraceMetric, metric
+
+
+def compute(traces, _cfg):
+    return [MetricValue(float(len(t.reasoning)), "chars") for t in traces]
+
+
+CHAR_LEN = TraceMetric("char_len", "1", lambda _cfg: {}, compute)
+
+metric("char_len_mean", unit="characters", direction="lower", section="test", stage="efficiency",
+       stored=CHAR_LEN, order=135, description="mean characters of the reasoning (test metric)")
+'''
+
+BACKEND_MODULE = '''"""A tiny deterministic student backend added by a test (tests/core/test_extension_points.py)."""
+
+from legival_core.backends.base import BackendInfo, Completion
+from legival_core.registry import register
+from tests.conftest import REPO
+
+
+class EchoBackend:
+    """Answers every prompt with the same boxed number; counts whitespace tokens; no prefix cache."""
+
+    def __init__(self, model, answer="18"):
+        self.model_id, self.context_length, self.answer = model, 100_000, answer
+
+    def render_chat(self, messages, continue_final_message):
+        text = "".join(f"<{m.role}>{m.content}\\n" for m in messages)
+        return text[:-1] if continue_final_message else text
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            text = f"So the answer is \\\\boxed{{{self.answer}}}"
+            out.append(Completion(r.request_id, text, self.count_tokens(r.prompt), 6, "stop",
+                                  self.count_tokens(r.prompt), 0))
+        return out
+
+    def close(self):
+        return None
+
+
+@register("backend", "echo-test", meta=BackendInfo(dtypes=("float32",)))
+def make_echo(model=None, dtype=None, **options):
+    """A test student that always answers the same number."""
+    return EchoBackend(model or "echo", **options)
+'''
+
+
+def _legival(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    r = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, timeout=900,
+                       env=env)
+    assert r.returncode == 0, f"legival {args}: {r.stderr[-3000:]}"
+    assert "Traceback" not in r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    summary: dict[str, object] = json.loads(last)
+    summary["_stdout"] = r.stdout
+    return summary
+
+
+@pytest.fixture
+def module_in_package() -> Iterator[list[Path]]:
+    """Files written into the package during a test, removed (with their bytecode) afterwards."""
+    written: list[Path] = []
+    yield written
+    for path in written:
+        path.unlink(missing_ok=True)
+        for pyc in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
+            pyc.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def demo_db(tmp_path: Path) -> Path:
+    db = tmp_path / "demo.duckdb"
+    load_demo_store(db)
+    return db
+
+
+@pytest.mark.slow
+def test_new_efficiency_metric_is_one_module(module_in_package: list[Path], demo_db: Path, tmp_path: Path) -> None:
+    path = REPO / "legival_core" / "metrics" / "zz_test_char_len.py"
+    path.write_text(METRIC_MODULE, encoding="utf-8")
+    module_in_package.append(path)
+
+    listed = _legival("list", "metrics")
+    assert re.search(r"char_len_mean\s+characters\s+lower is better", str(listed["_stdout"]))
+    eff = _legival("efficiency", "--db", str(demo_db))
+    assert eff["length_rows"] == 80 and eff["embedded_traces"] == 0  # only the new metric was missing
+    out = tmp_path / "report"
+    _legival("report", "--db", str(demo_db), "--out", str(out), "--resamples", "20")
+
+    # teacher_dataset_metrics.csv: the mean characters of each teacher's complete traces
+    texts: dict[str, list[int]] = {}
+    import polars as pl
+
+    traces = pl.read_parquet(REPO / "tests" / "fixtures" / "demo_store" / "traces.parquet")
+    for t, reasoning, truncated in traces.select("teacher", "reasoning", "truncated").iter_rows():
+        if not truncated:
+            texts.setdefault(t, []).append(len(reasoning))
+    rows = list(csv.DictReader((out / "teacher_dataset_metrics.csv").open(encoding="utf-8")))
+    assert rows and all("char_len_mean" in r for r in rows)
+    for r in rows:
+        assert float(r["char_len_mean"]) == pytest.approx(sum(texts[r["teacher"]]) / len(texts[r["teacher"]]))
+    # ranked (lower is better), with a bootstrap interval, in the correlation matrix
+    tm = {r["teacher"]: r for r in csv.DictReader((out / "teacher_metrics.csv").open(encoding="utf-8"))}
+    by_len = sorted(tm, key=lambda t: float(tm[t]["char_len_mean"]))
+    assert [int(tm[t]["rank_char_len_mean"]) for t in by_len] == [1, 2, 3, 4, 5]
+    assert all(tm[t]["char_len_mean_ci_low"] != "" for t in tm)
+    corr = list(csv.DictReader((out / "correlations.csv").open(encoding="utf-8")))
+    assert any("char_len_mean" in (c["metric_a"], c["metric_b"]) and c["rho"] != "" for c in corr)
+    # the dashboard: a Pareto axis choice and a row/column of the correlation matrix
+    html = (out / "index.html").read_text(encoding="utf-8")
+    data = json.loads(html.split('<script type="application/json" id="legival-data">', 1)[1].split("</script>", 1)[0])
+    assert "char_len_mean" in data["pareto_axes"]["options"]
+    assert "char_len_mean" in data["correlations"]["metrics"]
+    assert data["directions"]["char_len_mean"] == "lower"
+
+
+@pytest.mark.slow
+def test_new_student_backend_is_one_module(module_in_package: list[Path], demo_db: Path) -> None:
+    path = REPO / "legival_core" / "backends" / "zz_test_echo.py"
+    path.write_text(BACKEND_MODULE, encoding="utf-8")
+    module_in_package.append(path)
+
+    listed = _legival("list", "backends")
+    assert "echo-test" in listed["backends"]  # type: ignore[operator]
+    s = _legival("transfer", "--db", str(demo_db), "--backend", "echo-test", "--model", "echo-1",
+                 "--student", "echo", "--limit", "1")
+    assert s["rollouts_generated"] == s["rollouts_total"] and int(s["rollouts_total"]) > 0  # type: ignore[arg-type]
+    assert s["forced"] == 0  # every continuation had an answer
+    again = _legival("transfer", "--db", str(demo_db), "--backend", "echo-test", "--model", "echo-1",
+                     "--student", "echo", "--limit", "1")
+    assert again["rollouts_generated"] == 0 and again["rollouts_cached"] == s["rollouts_total"]
+
+
+def test_plugin_module_outside_the_package(tmp_path: Path) -> None:
+    (tmp_path / "my_legival_plugin.py").write_text(BACKEND_MODULE, encoding="utf-8")
+    env = {**os.environ, "LEGIVAL_PLUGINS": f"{os.environ.get('LEGIVAL_PLUGINS', '')},my_legival_plugin",
+           "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    listed = _legival("list", "backends", env=env)
+    assert "echo-test" in listed["backends"]  # type: ignore[operator]
+    bad = subprocess.run([sys.executable, "-m", "legival", "list", "backends"], capture_output=True, text=True,
+                         env={**env, "LEGIVAL_PLUGINS": "no_such_plugin_module"}, timeout=300)
+    assert bad.returncode != 0 and "no_such_plugin_module" in bad.stderr
