@@ -1,3 +1,3 @@
-from legival.cli import app
+from legival.cli import main
 
-app()
+main()

@@ -16,5 +16,12 @@ for _mod in pkgutil.iter_modules(commands.__path__):
 __all__ = ["app"]
 
 
-def main() -> None:  # pragma: no cover
-    app()
+def main() -> None:
+    """The console script: the app, with a broken plugin reported as an `error:` line (exit 2)."""
+    from legival.console import fail
+    from legival_core.registry import PluginError
+
+    try:
+        app()
+    except PluginError as e:
+        fail(str(e))

@@ -17,7 +17,6 @@ from legival_core.catalog import MINILM, canonical_model
 if TYPE_CHECKING:
     import numpy as np
 
-DEFAULT_MODEL = MINILM  # kept for one release of callers; the default lives in legival_core.spec
 
 
 def resolve_model_path(model: str) -> str:

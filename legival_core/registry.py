@@ -35,8 +35,10 @@ BUILTIN_PACKAGES: tuple[str, ...] = (
     "legival_core.backends",
     "legival_core.judges",
     "legival_core.stages",
+    "legival_core.reports.stage",
 )
-"""Packages whose public modules (names not starting with `_`) are imported to find built-ins."""
+"""Packages whose public modules (names not starting with `_`) are imported to find built-ins (a
+module in the list is imported itself)."""
 
 PLUGINS_ENV = "LEGIVAL_PLUGINS"
 ENTRY_POINT_GROUP = "legival.plugins"
@@ -57,6 +59,10 @@ class Entry:
     aliases: tuple[str, ...] = ()
     meta: Any = None
     module: str = ""
+
+
+class PluginError(ImportError):
+    """A plugin module named by LEGIVAL_PLUGINS or an entry point could not be imported."""
 
 
 class UnknownName(KeyError):
@@ -167,7 +173,9 @@ def is_registered(kind: Kind, name: str) -> bool:
 
 def _public_modules(package: str) -> Iterator[str]:
     pkg = importlib.import_module(package)
-    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+    if not hasattr(pkg, "__path__"):  # a module, not a package: importing it was the point
+        return
+    for info in pkgutil.iter_modules(pkg.__path__):
         if not info.name.startswith("_"):
             yield f"{package}.{info.name}"
 
@@ -200,7 +208,8 @@ def discover() -> None:
                 try:
                     importlib.import_module(module)
                 except ImportError as e:
-                    raise ImportError(f"plugin module {module!r} ({PLUGINS_ENV} / {ENTRY_POINT_GROUP}): {e}") from e
+                    raise PluginError(f"plugin module {module!r} (named by {PLUGINS_ENV} or the "
+                                      f"{ENTRY_POINT_GROUP} entry points) cannot be imported: {e}") from e
         except BaseException:
             _REG.scanned = False
             raise

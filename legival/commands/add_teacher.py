@@ -19,7 +19,7 @@ def add_teacher(
     name: Annotated[str, typer.Argument(help="Teacher name (as stored and reported).")],
     traces: Annotated[list[Path] | None, typer.Option("--traces", help="Trace file(s) to ingest (repeatable).")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model id to generate traces with.")] = None,
-    backend: Annotated[str, typer.Option(help="With --model: embedded | vllm | openai.")] = "vllm",
+    backend: Annotated[str, typer.Option(help="With --model: a registered backend (`legival list backends`).")] = "vllm",
     select: Annotated[str | None, typer.Option(help="With --traces: keep only records whose `model` field is this.")] = None,
     spec: Annotated[Path, typer.Option("--spec", help="Benchmark spec to edit.")] = Path("examples/demo.yaml"),
     prefect_file: Annotated[Path, typer.Option("--prefect-file", help="prefect.yaml to regenerate.")] = Path("prefect.yaml"),
@@ -31,8 +31,12 @@ def add_teacher(
 
     if bool(traces) == (model is not None):
         fail("give exactly one of --traces FILE or --model ID")
-    if backend not in ("embedded", "vllm", "openai"):
-        fail(f"--backend must be embedded, vllm or openai, not {backend!r}")
+    from legival_core.registry import UnknownName, canonical_name
+
+    try:
+        backend = canonical_name("backend", backend)
+    except UnknownName as e:
+        fail(f"--backend: {e}")
     try:
         current = load_spec(spec)
     except SpecError as e:

@@ -13,7 +13,7 @@ from legival.app import app, open_store, prepare_spec_run
 from legival.console import emit_summary, fail, progress_bar
 from legival_core.spec import Generation, default_of
 
-_GEN_HELP = "Generation backend: a registered backend (embedded, vllm, ...) or openai (a chat endpoint)."
+_GEN_HELP = "Generation backend: a registered backend (`legival list backends`); openai is a chat endpoint."
 
 
 @app.command()
@@ -23,7 +23,7 @@ def generate(
         "--spec", help="Benchmark spec: generate for its teachers with `generate:` (the flow `generate`).")] = None,
     teacher: Annotated[str | None, typer.Option(
         help="Teacher name the traces are stored under (with --spec: only this spec teacher).")] = None,
-    dataset: Annotated[str | None, typer.Option(help="Dataset name (gsm8k, math, gpqa, connections, lsat).")] = None,
+    dataset: Annotated[str | None, typer.Option(help="A registered dataset (`legival list datasets`).")] = None,
     problems: Annotated[Path | None, typer.Option(help="Dataset file in its public format (e.g. GSM8K test.jsonl).")] = None,
     backend: Annotated[str, typer.Option(help=_GEN_HELP)] = "embedded",
     model: Annotated[str | None, typer.Option(help="Model id or local path (default: the embedded SmolLM2).")] = None,

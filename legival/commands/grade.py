@@ -16,7 +16,7 @@ from legival.console import emit_summary, fail, progress_bar
 def grade(
     file: Annotated[Path | None, typer.Argument(help="JSONL records with 'pred' and 'gold' fields.")] = None,
     dataset: Annotated[str | None, typer.Option(
-        help="Dataset whose grader to use (gsm8k, math, gpqa, lsat, connections).")] = None,
+        help="Dataset whose grader to use (`legival list datasets`).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="Output JSONL: the records plus 'equivalent' and 'grade_status'.")] = None,
     role: Annotated[str, typer.Option(help="teacher: last answer wins; student: first explicit answer wins.")] = "teacher",

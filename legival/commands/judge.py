@@ -22,7 +22,7 @@ DEFAULT_JUDGE = "gemini"
 def judge(
     db: DbOption,
     judge_name: Annotated[str, typer.Option(
-        "--judge", help="A registered judge (`legival list judges`): gemini | openai-compatible | lexical. "
+        "--judge", help="A registered judge (`legival list judges`). "
                         "Default gemini (a spec's judge defaults to lexical).")] = DEFAULT_JUDGE,
     model: Annotated[str | None, typer.Option(
         help="Judge model (gemini default: gemini-2.5-flash).")] = default_of(Judge, "model"),

@@ -21,7 +21,7 @@ DEFAULT_MODEL: str = default_of(Student, "model")
 def monitor(
     db: DbOption,
     supervisor: Annotated[str, typer.Option(help="Supervisor name (its verdicts are stored under it).")],
-    backend: Annotated[str, typer.Option(help="embedded | vllm | openai.")] = default_of(Student, "backend"),
+    backend: Annotated[str, typer.Option(help="A registered backend (`legival list backends`).")] = default_of(Student, "backend"),
     model: Annotated[str, typer.Option(help="Model id or local path.")] = DEFAULT_MODEL,
     limit: Annotated[int | None, typer.Option(help="First N clean and N natural traces per (teacher, dataset).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the error injection.")] = 0,

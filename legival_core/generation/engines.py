@@ -176,7 +176,7 @@ def make_teacher_engine(backend: str, model: str | None, chat_template_kwargs: d
                         tokenizer: str | None, options: dict[str, Any] | None = None,
                         base_url: str | None = None) -> TeacherEngine:
     """The engine for `backend`: `openai` is the chat endpoint (`ChatEndpointEngine`); any other name
-    is a registered `TextBackend` (embedded, vllm, the test backend `scripted-demo`, ...) built by the
+    is a registered `TextBackend` (embedded, vllm, a plugin backend, ...) built by the
     uniform factory `make_backend(backend, model, dtype, options)`, with `dtype` taken from `options`
     (None: the backend's default). Raises ValueError for what the caller must fix. The backend model
     loads lazily, on first use."""

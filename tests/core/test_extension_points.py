@@ -171,4 +171,5 @@ def test_plugin_module_outside_the_package(tmp_path: Path) -> None:
     assert "echo-test" in listed["backends"]  # type: ignore[operator]
     bad = subprocess.run([sys.executable, "-m", "legival", "list", "backends"], capture_output=True, text=True,
                          env={**env, "LEGIVAL_PLUGINS": "no_such_plugin_module"}, timeout=300)
-    assert bad.returncode != 0 and "no_such_plugin_module" in bad.stderr
+    assert bad.returncode == 2 and "error:" in bad.stderr and "no_such_plugin_module" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.reports.build import build_reports
+from legival_core.reports.stage import ReportConfig, build_reports
 from legival_core.reports.synthetic import fill_synthetic
 from legival_core.store import Store
 from tests.conftest import REPO
@@ -65,7 +65,7 @@ def report_dir() -> Iterator[Path]:
     with Store(tmp / "s.duckdb") as store:
         fill_synthetic(store, teachers=("alpha", "beta", "gamma", "delta"), traces_per_cell=12, seed=3)
         _xss_trace(store)
-        build_reports(store, tmp / "out", n_resamples=200)
+        build_reports(store, tmp / "out", ReportConfig(resamples=200))
     yield tmp / "out"
     shutil.rmtree(tmp, ignore_errors=True)
 
