@@ -34,14 +34,13 @@ FIXTURE = REPO / "tests" / "fixtures" / "datasets" / "gsm8k" / "test.jsonl"
 
 
 def make_backend(model: str | None, cpu: bool, max_model_len: int) -> Any:
-    from legival_core.backends.vllm_backend import make_vllm_backend
+    """The registered "vllm" backend (model None: the shipped SmolLM2 export)."""
+    from legival_core.backends.base import make_backend as make_registered
 
     options: dict[str, Any] = {"max_model_len": max_model_len}
-    if model is not None:
-        options["model"] = model
     if cpu:
         options |= {"enforce_eager": True, "env": {"VLLM_CPU_KVCACHE_SPACE": "2"}}
-    return make_vllm_backend(**options)
+    return make_registered("vllm", model, None, options)
 
 
 def teacher_phase(backend: Any, problems: list[Any], max_new_tokens: int,
@@ -133,7 +132,7 @@ def main() -> int:
     from legival_core.datasets.gsm8k import load_gsm8k
     from legival_core.generation.config import load_model_config
     from legival_core.stages.generate import applied_decoding
-    from legival_core.transfer.planner import DEFAULT_STUDENT_MODEL
+    from legival_core.catalog import SMOLLM2
 
     if args.cpu_smoke:
         import importlib.util
@@ -161,7 +160,7 @@ def main() -> int:
     teacher = make_backend(args.teacher_model, args.cpu_smoke, args.max_model_len)
     report["teacher_load_s"] = round(time.perf_counter() - t0, 1)
     try:
-        cfg = load_model_config(None, args.teacher_model or DEFAULT_STUDENT_MODEL)
+        cfg = load_model_config(None, args.teacher_model or SMOLLM2)
         decoding = applied_decoding(args.max_new_tokens, {}, None if args.greedy else cfg.decoding)
         traces, report["teacher"] = teacher_phase(teacher, problems, args.max_new_tokens, decoding)
         same = args.student_model in (None, args.teacher_model)

@@ -56,6 +56,31 @@ class Work(Generic[W, U, R]):
     """Whether the worker has loaded its model (a lazy worker that got no work has not)."""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Given(Generic[W]):
+    """`Work.setup` for a worker the caller built and keeps (a backend, a judge, an engine): handed
+    out as is and never closed by the stage (in-process only: it is not shipped to other processes)."""
+
+    worker: W
+
+    def __call__(self) -> W:
+        return self.worker
+
+
+def phase_progress(progress: Callable[[str, int, int], None] | None, phase: str,
+                   when: Callable[[int, int], bool] = lambda _done, total: total > 0) -> Progress | None:
+    """Adapt a phase-aware progress callback (a command running several stages, one per group or model)
+    to one stage's progress(done, total); `when` filters the calls worth showing."""
+    if progress is None:
+        return None
+
+    def report(done: int, total: int) -> None:
+        if when(done, total):
+            progress(phase, done, total)
+
+    return report
+
+
 class Executor(Protocol):
     def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
         """Yield results chunk by chunk (in any order) as they finish."""

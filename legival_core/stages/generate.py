@@ -30,6 +30,7 @@ from legival_core.generation.engines import TeacherEngine
 from legival_core.generation.extract import extract_reasoning
 from legival_core.stages.base import (
     Executor,
+    Given,
     Plan,
     StoreAccess,
     Work,
@@ -140,7 +141,7 @@ class GenerateStage:
 
     def run(self, units: Sequence[GenerationJob], executor: Executor) -> Iterator[list[GeneratedBatch]]:
         work: Work[TeacherEngine, GenerationJob, GeneratedBatch] = Work(
-            _Given(self.engine), _GenerateChunk(self.teacher, self.dataset, self.decoding), self.batch_size)
+            Given(self.engine), _GenerateChunk(self.teacher, self.dataset, self.decoding), self.batch_size)
         return executor.run(work, units)
 
     def commit(self, store: Store, results: Sequence[GeneratedBatch], plan: Plan[Any, GenerateSummary]) -> int:
@@ -152,16 +153,6 @@ class GenerateStage:
         s.generate_s += sum(b.seconds for b in results)
         s.completion_tokens += sum(b.completion_tokens for b in results)
         return len(rows)
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Given:
-    """The caller's engine as the worker (the driver generates; the engine is not shipped anywhere)."""
-
-    engine: TeacherEngine
-
-    def __call__(self) -> TeacherEngine:
-        return self.engine
 
 
 @dataclass(frozen=True, slots=True)

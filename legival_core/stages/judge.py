@@ -36,11 +36,19 @@ from legival_core.judges.factory import judge_info, make_judge
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S, JudgeError, JudgeRequest
 from legival_core.metrics.backtracking import BACKTRACKING
 from legival_core.spec import Efficiency, Judge
-from legival_core.stages.base import Executor, Plan, Progress, StoreAccess, Work, register_stage, run_stage
+from legival_core.stages.base import (
+    Executor,
+    Given,
+    Plan,
+    Progress,
+    StoreAccess,
+    Work,
+    register_stage,
+    run_stage,
+)
 from legival_core.stages.efficiency import SegmentStage, compute_efficiency
 from legival_core.stages.judge_batch import BatchSubmitStage, ResumeBatchesStage, batch_judge, no_batch_api
 from legival_core.stages.judge_common import (
-    GivenJudge,
     Judged,
     JudgeSummary,
     Selection,
@@ -138,7 +146,7 @@ class JudgeStage:
     def run(self, units: Sequence[JudgeRequest], executor: Executor) -> Iterator[list[Judged]]:
         size = self.chunk_size or max(32, 4 * int(getattr(getattr(self.judge, "limits", None), "concurrency", 8)))
         ticker = _Ticker(self.progress, len(units)) if self.progress is not None else None
-        return executor.run(Work(GivenJudge(self.judge), JudgeChunk(ticker), size), units)
+        return executor.run(Work(Given(self.judge), JudgeChunk(ticker), size), units)
 
     def commit(self, store: Store, results: Sequence[Judged], plan: Plan[Any, JudgeSummary]) -> int:
         store_results(store, self.judge, plan.summary, results)

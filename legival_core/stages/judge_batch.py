@@ -24,10 +24,9 @@ from typing import Any
 
 from legival_core.judges.factory import batch_judges
 from legival_core.judges.records import BatchJudge, JudgeRequest
-from legival_core.stages.base import Executor, Plan, Work
+from legival_core.stages.base import Executor, Given, Plan, Work
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.stages.judge_common import (
-    GivenJudge,
     Judged,
     JudgeSummary,
     judged,
@@ -172,7 +171,7 @@ class ResumeBatchesStage:
         return Plan(jobs, self.summary, total=len(jobs))
 
     def run(self, units: Sequence[BatchJob], executor: Executor) -> Iterator[list[BatchOutcome]]:
-        return executor.run(Work(GivenJudge(self.judge), SettleJobs(self.wait, self.poll_interval_s), 1), units)
+        return executor.run(Work(Given(self.judge), SettleJobs(self.wait, self.poll_interval_s), 1), units)
 
     def commit(self, store: Store, results: Sequence[BatchOutcome], plan: Plan[Any, JudgeSummary]) -> int:
         return commit_outcomes(store, self.judge, plan.summary, results)
@@ -208,11 +207,11 @@ class BatchSubmitStage:
     def run(self, units: Sequence[tuple[JudgeRequest, ...]], executor: Executor) -> Iterator[list[BatchOutcome]]:
         display = f"legival-backtracking-{self.summary.judge_key[:12]}"
         jobs: list[BatchJob] = []
-        for outcomes in executor.run(Work(GivenJudge(self.judge), SubmitJobs(display), 1), units):
+        for outcomes in executor.run(Work(Given(self.judge), SubmitJobs(display), 1), units):
             yield outcomes  # committed (the job recorded) before the next job is created or polled
             jobs += [BatchJob(o.name, o.trace_ids, o.requests) for o in outcomes if o.state == SUBMITTED]
         if jobs:
-            yield from executor.run(Work(GivenJudge(self.judge), SettleJobs(self.wait, self.poll_interval_s), 1),
+            yield from executor.run(Work(Given(self.judge), SettleJobs(self.wait, self.poll_interval_s), 1),
                                     jobs)
 
     def commit(self, store: Store, results: Sequence[BatchOutcome], plan: Plan[Any, JudgeSummary]) -> int:

@@ -220,12 +220,3 @@ def store_results(store: Store, judge: AnyJudge, s: JudgeSummary, items: Sequenc
                                                              for j in items])
     s.add([j.result for j in items])
 
-
-@dataclass(frozen=True, slots=True)
-class GivenJudge:
-    """A `Work.setup` that returns the judge the caller built (judges are HTTP clients: in-process)."""
-
-    judge: Any
-
-    def __call__(self) -> Any:
-        return self.judge

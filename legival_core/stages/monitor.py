@@ -26,6 +26,7 @@ from legival_core.monitor.supervisor import MAX_NEW_TOKENS, PROMPT_VERSION, supe
 from legival_core.segment import sentence_spans
 from legival_core.stages.base import (
     Executor,
+    Given,
     Plan,
     StoreAccess,
     Work,
@@ -129,16 +130,6 @@ class AskSupervisor:
 
 
 @dataclass(frozen=True, slots=True)
-class GivenBackend:
-    """`Work.setup` for a backend the caller built and keeps (it is not closed here)."""
-
-    backend: TextBackend
-
-    def __call__(self) -> TextBackend:
-        return self.backend
-
-
-@dataclass(frozen=True, slots=True)
 class MonitorStage:
     """Verdicts of one supervisor (`model_id` keys them; `worker` builds its backend once per worker)
     on the items that have none."""
@@ -192,6 +183,6 @@ def run_monitor(store: Store | StoreAccess, backend: TextBackend, supervisor: st
                 progress: Progress | None = None, executor: Executor | None = None) -> MonitorSummary:
     """Ask `backend` (owned by the caller) about every item without a verdict: `legival monitor`."""
     access = store_access(store) if isinstance(store, Store) else store
-    stage = MonitorStage(supervisor, backend.model_id, GivenBackend(backend), seed, limit, max_new_tokens,
+    stage = MonitorStage(supervisor, backend.model_id, Given(backend), seed, limit, max_new_tokens,
                          batch_size)
     return run_stage(stage, access, executor, progress)

@@ -30,6 +30,7 @@ from legival_core.stages.base import (
     Plan,
     StoreAccess,
     Work,
+    phase_progress,
     register_stage,
     run_stage,
     store_access,
@@ -205,16 +206,5 @@ def compute_quality(
                                 "value": config.clarity_reference.to_json()}])
     summary = QualitySummary()
     for name in groups:
-        summary.merge(run_stage(QualityStage(name, config), access, executor, _phase(progress, name)))
+        summary.merge(run_stage(QualityStage(name, config), access, executor, phase_progress(progress, name)))
     return summary
-
-
-def _phase(progress: Progress | None, name: str) -> Callable[[int, int], None] | None:
-    if progress is None:
-        return None
-
-    def report(done: int, total: int) -> None:
-        if total:
-            progress(name, done, total)
-
-    return report

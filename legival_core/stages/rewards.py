@@ -29,6 +29,7 @@ from legival_core.stages.base import (
     Plan,
     StoreAccess,
     Work,
+    phase_progress,
     register_stage,
     run_stage,
     store_access,
@@ -203,19 +204,9 @@ def run_rewards(
     summary = RewardSummary()
     for spec in specs:
         stage = RewardsStage(spec, limit, chunk, loader)
-        summary.models.append(run_stage(stage, access, executor, _phase(progress, spec.name)))
+        report = phase_progress(progress, spec.name, when=lambda done, _total: done > 0)
+        summary.models.append(run_stage(stage, access, executor, report))
     return summary
-
-
-def _phase(progress: Progress | None, name: str) -> Callable[[int, int], None] | None:
-    if progress is None:
-        return None
-
-    def report(done: int, total: int) -> None:
-        if done:
-            progress(name, done, total)
-
-    return report
 
 
 def _row(trace_id: str, metric: str, params: str, value: float | None, method: str, status: str,

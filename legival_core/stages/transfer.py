@@ -27,7 +27,7 @@ from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.stages.base import Executor, Plan, Work, register_stage
+from legival_core.stages.base import Executor, Given, Plan, Work, register_stage
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.store import Store
 from legival_core.store import planner as reads
@@ -122,6 +122,9 @@ class TransferStage:
     dataset: str | None = None
     limit: int | None = None
     traces_per_chunk: int = 4
+    backend: TextBackend | None = None
+    """A backend the caller built and keeps (tests, benchmarks; in-process only); default: the worker
+    builds the registered backend of `config`, lazily, and closes it."""
     name: str = "transfer"
     needs: tuple[str, ...] = ("grade", "segment")
 
@@ -152,6 +155,8 @@ class TransferStage:
         return Plan(todo, s, total=s.rollouts_total, done=s.rollouts_cached)
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
+        if self.backend is not None:
+            return Work(Given(self.backend), RolloutChunk(self.config), self.traces_per_chunk, route=unit_key)
         return Work(StudentWorker(self.config), RolloutChunk(self.config), self.traces_per_chunk, route=unit_key,
                     teardown=close_backend, key=f"{self.config.student_key}:{self.config.backend}",
                     warm=load_backend, loaded=backend_loaded)
@@ -294,17 +299,6 @@ def _account(s: TransferSummary, c: Completion) -> None:
     s.decode_tokens += c.completion_tokens
 
 
-class GivenBackendExecutor:
-    """In-process execution with a backend the caller built and keeps (tests, benchmarks): the
-    stage's `Work`, with `setup` replaced by that backend."""
-
-    def __init__(self, backend: TextBackend) -> None:
-        self.backend = backend
-
-    def run(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> Iterator[list[Any]]:
-        for i in range(0, len(units), max(1, work.chunk_size)):
-            yield work.process(self.backend, units[i : i + work.chunk_size])
-
 
 def run_transfer(
     store: Store,
@@ -322,6 +316,5 @@ def run_transfer(
     rollouts; cached ones count as done from the start."""
     from legival_core.stages.base import run_stage
 
-    stage = TransferStage(config, teacher, dataset, limit, traces_per_chunk)
-    ex = executor or (GivenBackendExecutor(backend) if backend is not None else None)
-    return run_stage(stage, store, ex, progress)
+    stage = TransferStage(config, teacher, dataset, limit, traces_per_chunk, backend)
+    return run_stage(stage, store, executor, progress)
