@@ -74,18 +74,19 @@ def prefix_requests(
 
 def transfer_rows(backend: TextBackend, tmp_path: Any, name: str) -> tuple[list[dict[str, Any]], Any]:
     """The transfer stage on real bundled traces (first trace of one teacher), as stored rows."""
+    from legival_core.spec import student_config
     from legival_core.stages.ingest import ingest_file
     from legival_core.stages.transfer import run_transfer
     from legival_core.store import Store
-    from legival_core.transfer.planner import StudentConfig
+    from tests._sql import sql
     from tests.conftest import EXAMPLES
 
     with Store(tmp_path / f"{name}.duckdb") as store:
         ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
-        cfg = StudentConfig(max_new_tokens=8, step_interval=6)
+        cfg = student_config(max_new_tokens=8, step_interval=6)
         s = run_transfer(store, backend, cfg, teacher="openai/gpt-oss-20b", limit=1)
         assert s.rollouts_generated == s.rollouts_total > 1 and s.overflow == 0
-        return store.query(
-            "SELECT k, bin, status, correct, forced, continuation, forced_continuation, prompt_tokens "
+        return sql(
+            store, "SELECT k, bin, status, correct, forced, continuation, forced_continuation, prompt_tokens "
             "FROM rollouts ORDER BY k"
         ).to_dicts(), s
