@@ -129,10 +129,10 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+    from legival_core.catalog import SMOLLM2
     from legival_core.datasets.gsm8k import load_gsm8k
     from legival_core.generation.config import load_model_config
     from legival_core.stages.generate import applied_decoding
-    from legival_core.catalog import SMOLLM2
 
     if args.cpu_smoke:
         import importlib.util
