@@ -11,6 +11,7 @@ from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
 from legival_core.laps import Laps
 from legival_core.reports.data import ReportConfig
+from tasks.monitor import monitor_benchmark, run_name
 from tasks.stages import (
     aggregate_task,
     efficiency_task,
@@ -22,14 +23,15 @@ from tasks.stages import (
 )
 
 
-@flow(name="benchmark")
+@flow(name="benchmark", flow_run_name=run_name("benchmark"))
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
     """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) -> grade
     (what the current graders have not graded) -> efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. When this
     run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
     runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
-    which a fully cached rerun would feel).
+    which a fully cached rerun would feel). The run carries the spec and teacher tags, an overall
+    progress artifact and, at the end, the rank table (`tasks.monitor`).
 
     `teachers` restricts ingest/generate and transfer to those teachers (the per-teacher
     deployments); the other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
@@ -38,10 +40,10 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     s, dbp, outp = load_run(spec, db, out)
     summary: dict[str, Any] = {"spec": str(spec), "db": dbp, "out": outp}
     laps = Laps()
-    lap = laps.lap
+    chosen = selected_teachers(s, teachers)
 
-    with driver_session():
-        chosen = selected_teachers(s, teachers)
+    with driver_session(), monitor_benchmark(s, [t.name for t in chosen], laps) as mon:
+        lap = mon.lap
         for t in chosen:  # a missing problems file fails the run before any model loads
             if t.generate is not None:
                 t.generate.jobs(s.datasets, t.name)
@@ -73,7 +75,8 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]
         lap("aggregate")
-    lap("shutdown")
+        mon.finish(summary)
+    laps.lap("shutdown")
     summary["stage_s"] = laps.seconds
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     return summary

@@ -6,10 +6,11 @@ from typing import Any
 from prefect import flow
 
 from flows._common import driver_session, load_run
+from tasks.monitor import run_name, tagged
 from tasks.stages import generate_task
 
 
-@flow(name="generate")
+@flow(name="generate", flow_run_name=run_name("generate"))
 def generate(spec: str, db: str | None = None, teachers: list[str] | None = None) -> list[dict[str, Any]]:
     """Teacher traces from a model for each spec teacher with `generate:` (or the named ones), one
     task per teacher on the driver, stored like ingested traces; a rerun generates nothing."""
@@ -19,5 +20,5 @@ def generate(spec: str, db: str | None = None, teachers: list[str] | None = None
         assert t.generate is not None
         t.generate.jobs(s.datasets, t.name)
     task = generate_task.with_options(retries=s.execution.retries)
-    with driver_session():
+    with driver_session(), tagged(s, [t.name for t in chosen]):
         return [asdict(task(dbp, t, s.datasets)) for t in chosen]

@@ -6,13 +6,15 @@ from typing import Any
 from prefect import flow
 
 from flows._common import driver_session, load_run, selected_teachers
+from tasks.monitor import run_name, tagged
 from tasks.stages import ingest_teacher_task
 
 
-@flow(name="ingest")
+@flow(name="ingest", flow_run_name=run_name("ingest"))
 def ingest(spec: str, db: str | None = None, teachers: list[str] | None = None) -> list[dict[str, Any]]:
     """Ingest each selected teacher's trace files (one task per teacher); teachers with `generate:`
     are skipped (the `generate` flow stores theirs)."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session():
-        return [asdict(ingest_teacher_task(dbp, t)) for t in selected_teachers(s, teachers) if t.generate is None]
+    chosen = selected_teachers(s, teachers)
+    with driver_session(), tagged(s, [t.name for t in chosen]):
+        return [asdict(ingest_teacher_task(dbp, t)) for t in chosen if t.generate is None]

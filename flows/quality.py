@@ -5,12 +5,13 @@ from typing import Any
 from prefect import flow
 
 from flows._common import driver_session, load_run
+from tasks.monitor import run_name, tagged
 from tasks.stages import quality_task
 
 
-@flow(name="quality")
+@flow(name="quality", flow_run_name=run_name("quality"))
 def quality(spec: str, db: str | None = None) -> dict[str, Any]:
     """gCoT text-quality dimensions for the traces that lack them."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session():
+    with driver_session(), tagged(s):
         return quality_task(dbp, s.quality)

@@ -7,19 +7,22 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows._common import driver_session, load_run, selected_teachers
 from tasks.engines import loaded_engines, shutdown_pools
+from tasks.monitor import run_name, tagged
 from tasks.transfer import transfer_shard_task
 
 
-@flow(name="transfer", task_runner=ThreadPoolTaskRunner(max_workers=4))  # type: ignore[arg-type]
+@flow(name="transfer", flow_run_name=run_name("transfer"),
+      task_runner=ThreadPoolTaskRunner(max_workers=4))  # type: ignore[arg-type]
 def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None) -> dict[str, Any]:
     """One task per (teacher, dataset, student) shard, run concurrently; each fans out on Ray."""
     s, dbp, _ = load_run(spec, db)
     shard = transfer_shard_task.with_options(retries=s.execution.retries)
-    with driver_session():
+    chosen = selected_teachers(s, teachers)
+    with driver_session(), tagged(s, [t.name for t in chosen]):
         futures = [
             shard.submit(dbp, s.student_config(st), t.name, d, s.transfer.limit, s.execution)
             for st in s.students
-            for t in selected_teachers(s, teachers)
+            for t in chosen
             for d in s.datasets
         ]
         shards = [f.result().as_dict() for f in futures]

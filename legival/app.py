@@ -29,16 +29,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DbOption = Annotated[Path, typer.Option("--db", help="DuckDB store file (created if missing).")]
+DbOption = Annotated[Path, typer.Option("--db", help="DuckDB store file.")]
 
 
-def open_store(db: Path) -> Store:
-    """Open the store or exit with a readable error (DuckDB allows one process per file)."""
-    from legival_core.store import Store, StoreLocked
+def open_store(db: Path, create: bool = False, read_only: bool = False) -> Store:
+    """Open the store or exit with a readable error. Only the commands that store traces (ingest,
+    generate, run) create one: anywhere else a missing store is a typo, not an empty benchmark.
+    `read_only`: a command that only reads (report, serve) works on read-only media."""
+    from legival_core.store import Store, StoreError
 
     try:
-        return Store(db)
-    except StoreLocked as e:
+        return Store(db, read_only=read_only, create=create)
+    except StoreError as e:
         fail(str(e))
         raise  # unreachable: fail exits
 
@@ -70,7 +72,7 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     from legival_core.spec import SpecError, load_spec
-    from legival_core.store import Store, StoreLocked
+    from legival_core.store import Store, StoreError
 
     try:
         s = load_spec(spec_file)
@@ -86,6 +88,6 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     db_path = (db or s.store).resolve()
     try:
         Store(db_path).close()
-    except StoreLocked as e:
+    except StoreError as e:
         fail(str(e))
     return s, db_path

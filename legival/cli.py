@@ -20,8 +20,9 @@ def main() -> None:
     """The console script: the app, with a broken plugin reported as an `error:` line (exit 2)."""
     from legival.console import fail
     from legival_core.registry import PluginError
+    from legival_core.store import StoreError
 
     try:
         app()
-    except PluginError as e:
+    except (PluginError, StoreError) as e:
         fail(str(e))

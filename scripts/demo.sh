@@ -13,3 +13,5 @@ s = json.loads(open("demo-out/run.log").read().strip().splitlines()[-1])
 print(f"report:    {s['out']}")
 print(f"dashboard: {s['dashboard']}")
 PY
+# the compact teacher x dataset table and the coverage line (`legival report --wide` shows every column)
+"$PY" -m legival.tables demo-out/report

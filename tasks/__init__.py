@@ -2,7 +2,9 @@
 failures. They run in the driver process (the only DuckDB writer); model work fans out to Ray
 student engine actors from `tasks.engines`.
 
-Modules: `tasks.stages` (ingest, efficiency, judge, quality, aggregate), `tasks.transfer` (one task
-per teacher x dataset x student shard), `tasks.engines` (the Ray engine pool), `tasks.progress`.
+Modules: `tasks.stages` (ingest, generate, grade, efficiency, judge, quality, report), `tasks.transfer`
+(one task per teacher x dataset x student shard), `tasks.engines` (the Ray engine pool),
+`tasks.progress` (progress artifacts, the CLI bar, the progress file), `tasks.monitor` (run names,
+tags, the run logger, the rank-table artifact).
 Nothing is imported here, so a Ray engine process importing `tasks.engines` never loads Prefect.
 """

@@ -1,7 +1,9 @@
-"""Per-stage Prefect tasks: ingest and generate (one per teacher), efficiency, judge, quality, report.
+"""Per-stage Prefect tasks: ingest and generate (one per teacher), grade, efficiency, judge, quality, report.
 
 Each is a thin wrapper around one `legival_core` stage run by `run_stage` (the same stage objects the
-CLI commands run), computing only what the store lacks.
+CLI commands run), computing only what the store lacks. Task runs are named after their stage and
+what it runs (`ingest <teacher>`, `judge lexical`, `quality clarity,cohesion,z3`, `report`), and each
+logs its counts with the run logger.
 `cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
 includes the flow-run id and would only add bookkeeping.
 """
@@ -20,6 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from legival_core.spec import Efficiency, Judge, Quality, Teacher
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
+from tasks.monitor import run_logger
 from tasks.progress import BOARD
 
 
@@ -61,6 +64,8 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
         r.new_traces += s.new_traces
         r.already_stored += s.already_stored
     BOARD.event("ingest", teacher=teacher.name, new_traces=r.new_traces)
+    run_logger().info("ingest %s: %d new traces, %d already stored (%d files)", teacher.name, r.new_traces,
+                      r.already_stored, len(r.files))
     return r
 
 
@@ -118,6 +123,8 @@ def generate_teacher(db: str, teacher: Teacher, datasets: list[str]) -> Generate
             r.already_stored += s.already_stored
     finally:
         engine.close()
+    run_logger().info("generate %s: %d generated, %d cached, %d new traces", teacher.name, r.generated, r.cached,
+                      r.new_traces)
     return r
 
 
@@ -152,7 +159,7 @@ def _selected(path: Path, model: str, tmp: Path) -> Path:
     return out
 
 
-@task(name="grade", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
+@task(name="grade", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient, task_run_name="grade")
 def grade_task(db: str) -> dict[str, Any]:
     """Grade every trace that has no grade by the current grader of its dataset (after a grader
     version change this re-grades; new traces were graded when they were stored)."""
@@ -161,33 +168,53 @@ def grade_task(db: str) -> dict[str, Any]:
     s = grade_store(lambda: locked_store(db))
     d: dict[str, Any] = s.as_dict()
     BOARD.event("grade", graded=d.get("graded", 0))
+    _log_counts("grade", d)
     return d
 
 
-@task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
+@task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
+      task_run_name="efficiency")
 def efficiency_task(db: str, config: Efficiency) -> dict[str, Any]:
     from legival_core.stages.efficiency import compute_efficiency
 
     s = compute_efficiency(lambda: locked_store(db), config)
     BOARD.event("efficiency", **s.as_dict())
+    _log_counts("efficiency", s.as_dict())
     return s.as_dict()
 
 
-@task(name="judge", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=retry_transient)
+@task(name="judge", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=retry_transient,
+      task_run_name="judge {judge.name}")
 def judge_task(db: str, judge: Judge) -> dict[str, Any]:
     from legival_core.stages.judge import run_judge
 
     s = run_judge(lambda: locked_store(db), judge)
     BOARD.event("judge", judge_calls=s.judge_calls)
+    _log_counts(f"judge {judge.name}", s.as_dict())
+    if s.every_call_failed:  # as `legival judge` exits 2: the run says why instead of looking done
+        raise JudgeCallsFailed(s.failure_note())
     return s.as_dict()
 
 
-@task(name="quality", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient)
+class JudgeCallsFailed(RuntimeError):
+    """Every judge call of the stage failed (unreachable endpoint, rejected key): not retried by
+    Prefect (the judge already retried what could succeed); the traces not sent stay to do."""
+
+
+def quality_run_name(parameters: dict[str, Any]) -> str:
+    """`quality clarity,cohesion,z3`: the spec's groups (or metrics); `quality all` by default."""
+    metrics = parameters["quality"].metrics
+    return "quality " + (",".join(metrics) if metrics else "all")
+
+
+@task(name="quality", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
+      task_run_name=quality_run_name)  # type: ignore[arg-type]  # prefect's protocol also asks for a classmethod
 def quality_task(db: str, quality: Quality) -> dict[str, Any]:
     from legival_core.stages.quality import compute_quality
 
     s = compute_quality(lambda: locked_store(db), quality.metrics)
     d: dict[str, Any] = s.as_dict()
+    _log_counts(quality_run_name({"quality": quality}), d)
     return d
 
 
@@ -198,7 +225,7 @@ class AggregateResult:
     dashboard: str | None
 
 
-@task(name="aggregate", cache_policy=NO_CACHE)
+@task(name="report", cache_policy=NO_CACHE, task_run_name="report")
 def aggregate_task(db: str, out: str, config: Any) -> AggregateResult:
     """The report stage: tables, Pareto frontier, correlations, dashboard, from the store alone.
     `config` is a `legival_core.reports.data.ReportConfig`."""
@@ -208,4 +235,13 @@ def aggregate_task(db: str, out: str, config: Any) -> AggregateResult:
     result = run_stage(ReportStage(Path(out), config), lambda: locked_store(db))
     files = sorted(result.files)
     dash = Path(out) / "index.html"
+    run_logger().info("report: %s (%d files); dashboard: %s", out, len(files), dash if dash.is_file() else "(not built)")
     return AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
+
+
+def _log_counts(what: str, counts: dict[str, Any]) -> None:
+    """`what: a=1, b=2, rows.clarity=20` (numbers, and the numbers of nested dicts)."""
+    flat = {f"{k}.{k2}" if isinstance(v, dict) else k: v2 for k, v in counts.items()
+            for k2, v2 in (v.items() if isinstance(v, dict) else [(k, v)])}
+    shown = [f"{k}={v}" for k, v in flat.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    run_logger().info("%s: %s", what, ", ".join(shown) or "nothing to do")

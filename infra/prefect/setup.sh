@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Local Prefect setup (docs/runbook.md): a server on 127.0.0.1, the process work pool, the
-# deployments of prefect.yaml, and a worker. Run from the repository root; stop with Ctrl-C twice.
+# deployments of prefect.yaml, and ONE worker running one flow run at a time (`--limit 1`: DuckDB
+# allows one writing process per store file). Run from the repository root; stop with Ctrl-C twice.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${LEGIVAL_VENV:-.venv}/bin/python
@@ -13,4 +14,4 @@ until curl -fs "$PREFECT_API_URL/health" > /dev/null; do sleep 1; done
 "$PY" -m deployments.build examples/demo.yaml --pool "$POOL"
 "$PY" -m prefect --no-prompt deploy --all
 echo "UI: http://127.0.0.1:${PORT}  -  trigger: prefect deployment run benchmark/benchmark"
-exec "$PY" -m prefect worker start --pool "$POOL"
+exec "$PY" -m prefect worker start --pool "$POOL" --limit 1

@@ -80,7 +80,7 @@ def generate(
     t0 = time.perf_counter()
     engine = _engine(backend, model, cfg, options, base_url)
     try:
-        with open_store(db) as store, progress_bar(f"generate ({teacher})", total=len(items)) as bar:
+        with open_store(db, create=True) as store, progress_bar(f"generate ({teacher})", total=len(items)) as bar:
             s = run_generate(store, engine, teacher, spec.name, items, cfg, max_new_tokens, batch_size,
                              progress=lambda done, total: bar.update(done=done, total=total), greedy=greedy,
                              seed=seed)

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from legival.app import app
+from legival.app import app, open_store
 from legival.console import emit_summary, fail, progress_bar
+from legival_core.grading.grader import DEFAULT_PRED_FORMAT, PRED_FORMAT_RULE, PRED_FORMATS
 
 
 @app.command()
@@ -20,12 +21,15 @@ def grade(
     out: Annotated[Path | None, typer.Option(
         "--out", help="Output JSONL: the records plus 'equivalent' and 'grade_status'.")] = None,
     role: Annotated[str, typer.Option(help="teacher: last answer wins; student: first explicit answer wins.")] = "teacher",
+    pred_format: Annotated[str, typer.Option(
+        "--pred-format", help=f"How to read 'pred'. {PRED_FORMAT_RULE}.")] = DEFAULT_PRED_FORMAT,
     db: Annotated[Path | None, typer.Option(
         "--db", help="Instead of a FILE: grade the store's traces that have no grade by the current grader of "
                      "their dataset (e.g. after a grader version bump; nothing is re-ingested).")] = None,
 ) -> None:
     """Batch-grade predictions against gold answers with Legi-Val's graders (FILE --dataset --out),
-    or grade a store's traces that lack a current grade (--db)."""
+    or grade a store's traces that lack a current grade (--db). A bare answer in 'pred' (`18`,
+    `\\frac{1}{2}`) is graded as the answer, a full response by its answer marker (--pred-format)."""
     if db is not None:
         if file is not None or dataset is not None or out is not None:
             fail("give either FILE --dataset D --out OUT, or --db DB (not both)")
@@ -40,24 +44,23 @@ def grade(
 
     if role not in ("teacher", "student"):
         fail(f"--role must be 'teacher' or 'student', not {role!r}")
+    if pred_format not in PRED_FORMATS:
+        fail(f"--pred-format must be one of {', '.join(PRED_FORMATS)}, not {pred_format!r}")
     t0 = time.perf_counter()
     try:
         with progress_bar("grade") as advance:
-            counts = grade_jsonl(file, dataset, out, role=role, progress=advance)  # type: ignore[arg-type]
+            counts = grade_jsonl(file, dataset, out, role=role, progress=advance,  # type: ignore[arg-type]
+                                 pred_format=pred_format)  # type: ignore[arg-type]
     except (BatchGradeError, UnknownName) as e:
         fail(str(e))
-    emit_summary({"command": "grade", "out": str(out), **counts, "wall_s": round(time.perf_counter() - t0, 3)})
+    emit_summary({"command": "grade", "out": str(out), "pred_format": pred_format, **counts,
+                  "wall_s": round(time.perf_counter() - t0, 3)})
 
 
 def _grade_store(db: Path) -> None:
     from legival_core.stages.grade import grade_store
-    from legival_core.store import Store, StoreLocked, StoreMissing
 
     t0 = time.perf_counter()
-    try:
-        store = Store(db, create=False)
-    except (StoreLocked, StoreMissing) as e:
-        fail(str(e))
-    with store, progress_bar("grade") as bar:
+    with open_store(db) as store, progress_bar("grade") as bar:
         s = grade_store(store, progress=lambda done, total: bar.update(done=done, total=total))
     emit_summary({"command": "grade", "db": str(db), **s.as_dict(), "wall_s": round(time.perf_counter() - t0, 3)})

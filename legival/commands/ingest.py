@@ -21,21 +21,25 @@ def ingest(
 ) -> None:
     """Import trace files and re-grade every trace with Legi-Val's graders."""
     from legival_core.stages.ingest import IngestError, ingest_file
+    from legival_core.store import StoreError
 
     t0 = time.perf_counter()
     results = []
-    with open_store(db) as store, progress_bar("ingest") as advance:
+    with open_store(db, create=True) as store, progress_bar("ingest") as advance:
         for f in files:
             try:
                 s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance)
             except IngestError as e:
                 fail(f"{e} (nothing from this file was stored)")
+            except StoreError as e:
+                fail(str(e))
             results.append(s)
             for bad in s.bad_lines:
                 err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
             out_console.print(
                 f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
-                f"{len(s.bad_lines)} bad lines skipped, {s.disagreements} label disagreements",
+                f"{s.duplicate_records} duplicate records, {len(s.bad_lines)} bad lines skipped, "
+                f"{s.disagreements} label disagreements",
                 markup=False, highlight=False, soft_wrap=True,
             )
             for ex in s.disagreement_examples[:5]:
@@ -45,6 +49,7 @@ def ingest(
         "files": [r.as_dict() for r in results],
         "new_traces": sum(r.new_traces for r in results),
         "already_stored": sum(r.already_stored for r in results),
+        "duplicate_records": sum(r.duplicate_records for r in results),
         "bad_lines": sum(len(r.bad_lines) for r in results),
         "label_disagreements": sum(r.disagreements for r in results),
         "wall_s": round(time.perf_counter() - t0, 3),

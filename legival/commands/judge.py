@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
@@ -44,7 +45,10 @@ def judge(
     price_input: Annotated[float | None, typer.Option(help="USD per million input tokens.")] = None,
     price_output: Annotated[float | None, typer.Option(help="USD per million output tokens.")] = None,
 ) -> None:
-    """Backtracking by an LLM judge for the traces that have no result from that judge yet."""
+    """Backtracking by an LLM judge for the traces that have no result from that judge yet.
+
+    Exits 2 with the cause on stderr when every call failed (an unreachable endpoint stops after its
+    first traces; the others are not sent and stay to do); some failures: a warning, exit 0."""
     from legival_core.judges import CostLimitExceeded, JudgeError, Prices, judge_info
     from legival_core.judges.factory import batch_judges
     from legival_core.registry import UnknownName, canonical_name
@@ -75,14 +79,19 @@ def judge(
     wall = time.perf_counter() - t0
     out_console.print(
         f"judge {s.judge}/{s.model}: {s.selected} selected, {s.cached} cached, {s.judge_calls} judged "
-        f"({s.ok} ok, {s.failed} failed, {s.overflow} overflow), {s.retries} retries; "
+        f"({s.ok} ok, {s.failed} failed, {s.overflow} overflow)"
+        + (f", {s.not_sent} not sent" if s.not_sent else "") + f", {s.retries} retries; "
         f"estimated ${s.estimated_cost_usd:.4f}" + (" (estimate only, nothing sent)" if estimate else ""),
         markup=False, highlight=False,
     )
     summary: dict[str, Any] = {"command": "judge", **s.as_dict(), "wall_s": round(wall, 3)}
     if s.judge_calls and wall > 0:
         summary["calls_per_s"] = round(s.judge_calls / wall, 1)
-    emit_summary(summary)
+    emit_summary(summary)  # the last line of stdout, also when the command then exits 2
+    if s.every_call_failed:
+        fail(s.failure_note())
+    if note := s.failure_note():
+        err_console.print(f"[bold yellow]warning:[/] {escape(note)}", markup=True, highlight=False, soft_wrap=True)
 
 
 @app.command("judge-agreement")

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, out_console
 from legival_core.spec import Efficiency, Report, Transfer, default_of
-
-if TYPE_CHECKING:
-    import polars as pl
 
 
 @app.command()
@@ -29,6 +26,7 @@ def report(
     dashboard_traces: Annotated[
         int, typer.Option(help="Traces per (teacher, dataset) embedded in index.html's trace browser.")
     ] = default_of(Report, "dashboard_traces"),
+    wide: Annotated[bool, typer.Option("--wide", help="Print every column of the table, not the compact view.")] = False,
 ) -> None:
     """Build the reports from the store alone (no model call)."""
     from legival_core.reports.stage import ReportConfig, build_reports
@@ -37,9 +35,15 @@ def report(
     config = ReportConfig(settings(Efficiency, tau=tau, model=model), settings(Transfer, n_bins=n_bins).n_bins,
                           rep.resamples, rep.seed, rep.dashboard_traces)
     t0 = time.perf_counter()
-    with open_store(db) as store:
+    with open_store(db, read_only=True) as store:
         result = build_reports(store, out, config)
-    _print_table(result.teacher_dataset)
+    from legival.tables import print_report_table
+    from legival_core.reports.coverage import summary_line
+
+    data = result.data
+    print_report_table(result.teacher_dataset, data.teacher_metrics if data is not None else None, wide)
+    if data is not None and data.coverage is not None:
+        out_console.print(summary_line(data.coverage), markup=False, highlight=False, soft_wrap=True)
     summary: dict[str, object] = {"command": "report", "out": str(out), "files": sorted(result.files),
                                   "wall_s": round(time.perf_counter() - t0, 3)}
     if result.data is not None:
@@ -47,22 +51,3 @@ def report(
         summary.update(teachers=tm.height, resamples=resamples,
                        pareto_frontier=sorted(tm.filter(tm["on_pareto_frontier"].fill_null(False))["teacher"].to_list()))
     emit_summary(summary)
-
-
-def _print_table(df: pl.DataFrame) -> None:
-    from rich.table import Table
-
-    table = Table(title="teacher x dataset", show_lines=False)
-    for c in df.columns:
-        table.add_column(c, overflow="fold")
-    for row in df.iter_rows():
-        table.add_row(*[_fmt(v) for v in row])
-    out_console.print(table)
-
-
-def _fmt(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3f}"
-    return str(v)

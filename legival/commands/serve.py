@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app, settings
-from legival.console import emit_summary, err_console, fail
+from legival.app import DbOption, app, open_store, settings
+from legival.console import emit_summary, err_console
 from legival_core.spec import Efficiency, Report, Transfer, default_of
 
 
@@ -22,22 +21,16 @@ def serve(
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples over problems.")] = default_of(Report, "resamples"),
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = default_of(Report, "seed"),
 ) -> None:
-    """Serve the report dashboard from the store (read-only) until interrupted."""
+    """Serve the report dashboard from the store (read-only) until interrupted: the page is built once,
+    each connection is served on its own thread and a silent connection is dropped after a timeout."""
     from legival_core.reports.data import ReportConfig
     from legival_core.reports.serve import make_server
-    from legival_core.store import Store, StoreLocked
 
     rep = settings(Report, resamples=resamples, seed=seed)
     config = ReportConfig(settings(Efficiency, tau=tau, model=model), settings(Transfer, n_bins=n_bins).n_bins,
                           rep.resamples, rep.seed)
 
-    if not Path(db).exists():
-        fail(f"{db}: no such store")
-    try:
-        store = Store(db, read_only=True)
-    except StoreLocked as e:
-        fail(str(e))
-        raise
+    store = open_store(db, read_only=True)
     with store:
         server = make_server(store, port=port, config=config)
         host, bound = "127.0.0.1", int(server.server_address[1])

@@ -18,36 +18,49 @@ from legival_core.quality.z3_ir import DEFAULT_TIMEOUT_MS
 def z3(
     file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format).")],
     out: Annotated[Path, typer.Option("--out", help="Output JSONL with acs, fas0, jss, rcr, z3_status added.")],
-    timeout_ms: Annotated[int, typer.Option(help="Z3 time limit per check.")] = DEFAULT_TIMEOUT_MS,
+    timeout_ms: Annotated[int, typer.Option(
+        help="Z3 time limit per check, in milliseconds (at least 1: Z3 reads 0 as no limit).")] = DEFAULT_TIMEOUT_MS,
 ) -> None:
-    """Z3 logical verification of arithmetic IRs; one output record per input record."""
+    """Z3 logical verification of arithmetic IRs; one output record per input record (a record that
+    cannot be verified gets z3_status 'invalid_ir' or 'error' and the reason in z3_error)."""
+    from legival_core.grading.records import LineProblem, jsonl_records
     from legival_core.quality.z3_verify import verify_records
 
+    if timeout_ms < 1:
+        fail(f"--timeout-ms must be at least 1 (milliseconds; Z3 reads 0 as no limit), not {timeout_ms}")
     t0 = time.perf_counter()
     records: list[dict[str, Any]] = []
     try:
-        lines = file.read_bytes().split(b"\n")
+        data = file.read_bytes()
+    except IsADirectoryError:
+        fail(f"{file}: is a directory, not a JSONL file")
+    except FileNotFoundError:
+        fail(f"{file}: no such file")
     except OSError as e:
-        fail(f"{file}: {e.strerror}")
-    for i, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as e:
-            fail(f"{file}:{i}: field '<encoding>': invalid UTF-8 at column {e.start + 1}")
-        except json.JSONDecodeError as e:
-            fail(f"{file}:{i}: field '<json>': malformed JSON: {e.msg}")
-        if not isinstance(rec, dict):
-            fail(f"{file}:{i}: field '<json>': each line must be a JSON object")
-        records.append(rec)
+        fail(f"{file}: cannot read it ({e.strerror or e})")
+    for i, rec in jsonl_records(data):
+        if isinstance(rec, LineProblem):
+            fail(f"{file}:{i}: field '{rec.field}': {rec.message}")
+        else:
+            records.append(rec)
+    if out.is_dir():
+        fail(f"--out {out}: is a directory (give the output file's path)")
+    if not out.parent.is_dir():
+        fail(f"--out {out}: the directory {out.parent} does not exist")
     counts: dict[str, int] = {}
     tmp = out.with_name(out.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fout, progress_bar("z3", total=len(records)) as bar:
-        for rec in verify_records(records, timeout_ms=timeout_ms):
-            fout.write(json.dumps(rec, ensure_ascii=False) + "\n")
-            counts[rec["z3_status"]] = counts.get(rec["z3_status"], 0) + 1
-            bar()
-    tmp.replace(out)
+    try:
+        try:
+            fout = tmp.open("w", encoding="utf-8")
+        except OSError as e:
+            fail(f"--out {out}: cannot write there ({e.strerror or e})")
+        with fout, progress_bar("z3", total=len(records)) as bar:
+            for rec in verify_records(records, timeout_ms=timeout_ms):
+                fout.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                counts[rec["z3_status"]] = counts.get(rec["z3_status"], 0) + 1
+                bar()
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
     emit_summary({"command": "z3", "records": len(records), "z3_status": counts, "out": str(out),
                   "wall_s": round(time.perf_counter() - t0, 3)})

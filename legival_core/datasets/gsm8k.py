@@ -8,11 +8,13 @@ from pathlib import Path
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, Candidate, bare_numbers, boxed_spans, hash_answers
 from legival_core.grading.extract import phrase_answers
-from legival_core.grading.numeric import number_in, numbers_equal
+from legival_core.grading.numeric import number_in, numbers_equal, to_fraction
 from legival_core.grading.records import field, read_jsonl
 from legival_core.types import Grade, Problem
 
-GRADER_VERSION = "gsm8k-1"
+GRADER_VERSION = "gsm8k-2"
+"""gsm8k-2: numbers in scientific notation are read whole (`1e308` was read as 308); grade again with
+`legival grade --db` (no real trace changed grade)."""
 
 SYSTEM_PROMPT = """You are an expert on answering and explaining grade-school math word problems. Read the question and formulate a response. Please reason step by step.
 Formatting instructions:
@@ -42,6 +44,8 @@ def find_numbers(text: str, closed: bool) -> list[Candidate]:
 
 
 def judge(value: str, problem: Problem) -> Grade:
+    if to_fraction(value) is None:  # a number too large to read exactly (1e999999): never truncated
+        return Grade(correct=False, extracted=value, status="unparsed")
     return Grade(correct=numbers_equal(value, problem.gold), extracted=value)
 
 

@@ -19,7 +19,15 @@ from legival_core.grading.extract import (
     pick,
     select,
 )
-from legival_core.grading.grader import AnswerGrader, Judge
+from legival_core.grading.grader import (
+    DEFAULT_PRED_FORMAT,
+    PRED_FORMATS,
+    AnswerGrader,
+    Judge,
+    PredFormat,
+    grade_pred,
+    is_single_expression,
+)
 from legival_core.grading.groups import canonical_groups, connections_answers, groups_correct, parse_groups
 from legival_core.grading.math_equiv import math_equivalent, strings_equivalent
 from legival_core.grading.normalize import strip_string
@@ -59,6 +67,8 @@ def first_answer_complete(dataset: str, continuation: str) -> bool:
 
 
 __all__ = [
+    "DEFAULT_PRED_FORMAT",
+    "PRED_FORMATS",
     "AnswerGrader",
     "Candidate",
     "Judge",
@@ -73,14 +83,17 @@ __all__ = [
     "extract_answer",
     "first_answer_complete",
     "first_boxed",
+    "grade_pred",
     "groups_correct",
     "hash_answers",
+    "is_single_expression",
     "last_boxed",
     "letter_answers",
     "math_equivalent",
     "numbers_equal",
     "parse_groups",
     "phrase_answers",
+    "PredFormat",
     "pick",
     "reset_verify_stats",
     "select",

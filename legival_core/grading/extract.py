@@ -104,12 +104,15 @@ def last_boxed(text: str) -> str | None:
 
 # --- numbers -----------------------------------------------------------------------------------
 
-NUMBER_RE = re.compile(r"-?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?|-?\.\d+")
+NUMBER_RE = re.compile(r"(?:-?\d{1,3}(?:(?:,|\{,\})\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?|-?\.\d+)(?:[eE][+-]?\d+)?")
+"""A number as written: thousands separators, decimals, and scientific notation read whole (`1e308`
+is one number, never `1` and `308`)."""
 
 
 def number_closed(text: str, end: int) -> bool:
-    """True when the number ending at `end` cannot grow: the next char is not a digit, and a `.` or
-    `,` right after it is followed by a non-digit (so "18." at the very end is still open)."""
+    """True when the number ending at `end` cannot grow: the next char is not a digit, a `.` or `,`
+    right after it is followed by a non-digit (so "18." at the very end is still open), and an `e`
+    after it does not start an exponent (so "1e" and "1e+" at the very end are still open)."""
     if end >= len(text):
         return False
     ch = text[end]
@@ -117,6 +120,12 @@ def number_closed(text: str, end: int) -> bool:
         return False
     if ch in ".,":
         return end + 1 < len(text) and not text[end + 1].isdigit()
+    if ch in "eE":
+        nxt = text[end + 1 : end + 3]
+        if not nxt or nxt[0].isdigit():
+            return False
+        if nxt[0] in "+-":
+            return len(nxt) == 2 and not nxt[1].isdigit()
     return True
 
 

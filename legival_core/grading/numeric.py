@@ -13,6 +13,9 @@ from legival_core.grading.extract import NUMBER_RE
 
 _FRAC_RE = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(\d+)\}$")
 _SLASH_RE = re.compile(r"^(-?\d+)\s*/\s*(\d+)$")
+_DECIMAL_RE = re.compile(r"-?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE]([+-]?\d+))?")
+MAX_EXPONENT = 1000
+"""Scientific notation beyond 10**MAX_EXPONENT is not read as a number (its exact value is too big)."""
 
 
 def clean_number_text(s: str) -> str:
@@ -24,8 +27,16 @@ def clean_number_text(s: str) -> str:
 
 
 def to_fraction(s: str) -> Fraction | None:
-    """`"1,000"`, `"$18.00"`, `"25%"`, `"\\frac{3}{4}"`, `"3/4"` -> an exact Fraction; None otherwise."""
+    """`"1,000"`, `"$18.00"`, `"25%"`, `"\\frac{3}{4}"`, `"3/4"`, `"1.5e3"` -> an exact Fraction; None
+    otherwise (also for a number too large to hold exactly)."""
     t = clean_number_text(s).replace(" ", "")
+    try:
+        return _exact(t)
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+        return None
+
+
+def _exact(t: str) -> Fraction | None:
     for rx in (_FRAC_RE, _SLASH_RE):
         m = rx.match(t)
         if m:
@@ -33,9 +44,13 @@ def to_fraction(s: str) -> Fraction | None:
             sign = -1 if len(groups) == 3 and groups[0] == "-" else 1
             num, den = int(groups[-2]), int(groups[-1])
             return sign * Fraction(num, den) if den else None
-    if re.fullmatch(r"-?\d+(?:\.\d+)?|-?\.\d+", t):
-        return Fraction(t)
-    return None
+    m = _DECIMAL_RE.fullmatch(t)
+    if m is None:
+        return None
+    exponent = m.group(1)
+    if exponent is not None and (len(exponent.lstrip("+-").lstrip("0")) > 6 or abs(int(exponent)) > MAX_EXPONENT):
+        return None  # 1e999999999 has a billion digits: too big to compare exactly, so not read
+    return Fraction(t)
 
 
 def number_in(value: str) -> str | None:

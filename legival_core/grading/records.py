@@ -1,23 +1,70 @@
-"""Reading public dataset files with errors that say where the bad data is.
+"""Reading JSONL files with errors that say where the bad data is.
 
-Loaders raise `ValueError` naming the file, the line and the field, so a corrupt row is fixed at its
-source instead of surfacing later as a wrong grade. (It lives here because every dataset module
-already depends on `legival_core.grading`, and `legival_core.datasets` imports its modules eagerly.)
+`jsonl_records` is the one JSONL reader of the input commands (`legival ingest`, `legival grade`,
+`legival z3`): every line is a record or a `LineProblem` naming the line, the field ('<encoding>' or
+'<json>') and what is wrong, so a caller can stop or skip; nothing it reads raises (a UTF-8 BOM at
+the start is accepted, a line nested too deeply for the JSON parser is a problem, not a crash).
+
+Dataset loaders use `read_jsonl`, which raises `ValueError` naming the file, the line and the field,
+so a corrupt row is fixed at its source instead of surfacing later as a wrong grade. (It lives here
+because every dataset module already depends on `legival_core.grading`, and `legival_core.datasets`
+imports its modules eagerly.)
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class LineProblem:
+    """A JSONL line that is not a record: `field` is '<encoding>' or '<json>'."""
+
+    line: int
+    field: str
+    message: str
+
+
+def parse_json_line(raw: bytes, line: int) -> dict[str, Any] | LineProblem:
+    """One JSONL line (bytes, no newline) as a JSON object, or what is wrong with it."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return LineProblem(line, "<encoding>", f"invalid UTF-8 byte 0x{raw[e.start]:02x} at column {e.start + 1}")
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError as e:
+        return LineProblem(line, "<json>", f"malformed JSON: {e.msg} at column {e.colno}")
+    except RecursionError:
+        return LineProblem(line, "<json>", "JSON nested too deeply to read (too many levels of '[' or '{')")
+    except ValueError as e:  # an integer with more digits than Python reads (sys.get_int_max_str_digits)
+        return LineProblem(line, "<json>", f"unreadable JSON: {str(e).split(';')[0]}")
+    if not isinstance(rec, dict):
+        return LineProblem(line, "<json>", "each line must be a JSON object")
+    return rec
+
+
+def jsonl_records(data: bytes) -> Iterator[tuple[int, dict[str, Any] | LineProblem]]:
+    """(1-based line number, record or problem) for every non-blank line of a JSONL file's bytes.
+    A UTF-8 byte order mark at the start of the file is skipped."""
+    if data.startswith(BOM):
+        data = data[len(BOM):]
+    for i, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip():
+            yield i, parse_json_line(raw, i)
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(0-based row index, record) for each non-blank line; the index counts records, not lines."""
     path = Path(path)
     index = 0
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8-sig") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -25,6 +72,10 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: bad JSON ({e.msg})") from None
+            except RecursionError:
+                raise ValueError(f"{path}:{lineno}: bad JSON (nested too deeply to read)") from None
+            except ValueError as e:
+                raise ValueError(f"{path}:{lineno}: bad JSON ({str(e).split(';')[0]})") from None
             if not isinstance(rec, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
             yield index, rec | {"__line__": lineno}

@@ -5,7 +5,12 @@ the metric is |distinct flagged step numbers in 1..m| / m (`backtracking_fractio
 everything that does not depend on the wire protocol: request/result records, reply validation, the
 retry/backoff loop, the single repair re-ask, windowing of over-long traces, and concurrent fan-out.
 A concrete judge (gemini.py, openai_compat.py) implements only `_send`: one HTTP call, mapping its
-errors to `TransientError` (retried) or `PermanentError` (not retried).
+errors to `TransientError` (retried), `ConnectionFailed` (the endpoint cannot be reached: retried
+`JudgeLimits.connect_retries` times after a short delay) or `PermanentError` (not retried).
+
+Fail fast: a run's `breaker.Breaker` lets only a few traces through until a call reaches the server;
+when those all fail to connect, the remaining traces are not sent (left out of `judge_many`'s results,
+so a caller stores nothing for them and they stay to do).
 
 Outcomes, never silent zeros:
 - `ok`: a valid reply; out-of-range step numbers are dropped and counted in `dropped_out_of_range`.
@@ -35,10 +40,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from legival_core.judges.breaker import Breaker
 from legival_core.judges.cost import DEFAULT_PRICES, Prices, guard_cost
 from legival_core.judges.prompt import PROMPT_VERSION, repair_prompt, system_prompt, user_prompt
 from legival_core.judges.ratelimit import RateLimiter, backoff_delay
 from legival_core.judges.records import (
+    ConnectionFailed,
     Judge,
     JudgeError,
     JudgeRequest,
@@ -50,6 +57,7 @@ from legival_core.judges.records import (
     Secret,
     TransientError,
     backtracking_fraction,
+    cannot_connect,
     scrub,
 )
 from legival_core.judges.reply import Judgement, ReplyInvalid, extract_json_text, parse_judgement
@@ -58,6 +66,8 @@ from legival_core.judges.windows import Window, WindowPlan, WindowPolicy, plan_w
 __all__ = [
     "RETRYABLE_HTTP_STATUS",
     "BaseJudge",
+    "Breaker",
+    "ConnectionFailed",
     "Judge",
     "JudgeError",
     "JudgeLimits",
@@ -78,6 +88,7 @@ __all__ = [
     "WindowPlan",
     "WindowPolicy",
     "backtracking_fraction",
+    "cannot_connect",
     "extract_json_text",
     "merge_windows",
     "parse_judgement",
@@ -107,7 +118,13 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class JudgeLimits:
-    """Operational settings: they never change a judgement, so they stay out of the cache key."""
+    """Operational settings: they never change a judgement, so they stay out of the cache key.
+
+    `max_retries` bounds the retries of rate limits, 5xx, timeouts and dropped connections (backoff,
+    Retry-After honoured); an endpoint that cannot be reached at all gets `connect_retries` retries,
+    `connect_retry_delay_s` apart, and `open_after` traces failing to connect before any call of the
+    run got an answer open the run's breaker (`breaker.Breaker`). `connect_timeout_s` bounds the TCP
+    connect where the transport allows it (openai-compatible)."""
 
     concurrency: int = 16
     rpm: float | None = None
@@ -117,12 +134,18 @@ class JudgeLimits:
     backoff_cap_s: float = 60.0
     max_retry_after_s: float = 300.0
     timeout_s: float = 120.0
+    connect_retries: int = 1
+    connect_retry_delay_s: float = 0.5
+    connect_timeout_s: float = 10.0
+    open_after: int = 2
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_retries < 0 or self.connect_retries < 0:
+            raise ValueError(f"retries must be >= 0, got {self.max_retries} and {self.connect_retries}")
+        if self.open_after < 1:
+            raise ValueError(f"open_after must be >= 1, got {self.open_after}")
 
 
 @dataclass(slots=True)
@@ -206,20 +229,30 @@ class BaseJudge(ABC):
     def scrub(self, text: str) -> str:
         return scrub(text, self._secrets())
 
+    def new_breaker(self) -> Breaker:
+        """A circuit breaker for one run (pass the same one to each `judge_many` call of the run)."""
+        return Breaker(self.limits.open_after)
+
     def judge_many(
-        self, requests: Sequence[JudgeRequest], progress: ProgressFn | None = None
+        self,
+        requests: Sequence[JudgeRequest],
+        progress: ProgressFn | None = None,
+        breaker: Breaker | None = None,
     ) -> list[JudgeResult]:
         """Judge every request concurrently (at most `limits.concurrency` in flight, `limits.rpm`
         calls per minute); results come back in request order. `progress` is called after each
-        finished request with the number finished so far."""
+        finished request with the number finished so far. `breaker` (default: a new one for this
+        call) spans the run: the requests it does not let through (the endpoint cannot be reached)
+        are left out of the results and counted in `breaker.not_sent`."""
         reqs = list(requests)
         for r in reqs:
             system_prompt(r.dataset)  # an unknown dataset fails here, before any paid call
         self._check_budget(reqs, batch=False)
+        gate = breaker if breaker is not None else self.new_breaker()
         results: list[JudgeResult | None] = [None] * len(reqs)
         done = 0
         with ThreadPoolExecutor(max_workers=self.limits.concurrency, thread_name_prefix="judge") as ex:
-            futures = {ex.submit(self._judge_one_safe, r): i for i, r in enumerate(reqs)}
+            futures = {ex.submit(self._judge_one_safe, r, gate): i for i, r in enumerate(reqs)}
             for fut in as_completed(futures):
                 results[futures[fut]] = fut.result()
                 done += 1
@@ -244,13 +277,18 @@ class BaseJudge(ABC):
             batch=batch,
         )
 
-    def _judge_one_safe(self, request: JudgeRequest) -> JudgeResult:
+    def _judge_one_safe(self, request: JudgeRequest, breaker: Breaker) -> JudgeResult | None:
+        """The request's result, or None when the breaker did not let it through (not sent)."""
+        if not breaker.enter():
+            return None
         try:
-            return self._judge_one(request)
+            return self._judge_one(request, breaker)
         except Exception as e:  # a bug or an unexpected library error must not sink the whole run
             reason = self.scrub(f"unexpected {type(e).__name__}: {e}")
             log.error("judge %s failed on %s: %s", self.name, request.trace_id, reason)
             return JudgeResult(request.trace_id, "failed", reason=reason)
+        finally:
+            breaker.leave()
 
     def _plan(self, request: JudgeRequest) -> tuple[str, WindowPlan]:
         system = system_prompt(request.dataset)
@@ -260,7 +298,7 @@ class BaseJudge(ABC):
         q = request.question if self.include_question else None
         return [("user", user_prompt(w.steps, first=w.first, m=request.m, question=q))]
 
-    def _judge_one(self, request: JudgeRequest) -> JudgeResult:
+    def _judge_one(self, request: JudgeRequest, breaker: Breaker | None = None) -> JudgeResult:
         if request.m == 0:
             return JudgeResult(request.trace_id, "ok", reason="empty trace (m = 0): not sent", windows=0)
         system, plan = self._plan(request)
@@ -271,21 +309,43 @@ class BaseJudge(ABC):
             tally = _Tally()
             turns = self._first_turns(request, w)
             try:
-                reply = self._call_with_retries(system, turns, tally)
+                reply = self._call_with_retries(system, turns, tally, breaker)
+            except ConnectionFailed as e:  # the trace fails: no point in sending its other windows
+                outcomes.append(WindowOutcome(w, None, "", self.scrub(str(e)), tally=tally))
+                break
             except JudgeError as e:
                 outcomes.append(WindowOutcome(w, None, "", self.scrub(str(e)), tally=tally))
                 continue
             outcomes.append(self._settle(system, turns, reply, w, tally, can_repair=True))
         return merge_windows(request.trace_id, outcomes)
 
-    def _call_with_retries(self, system: str, turns: Sequence[Turn], tally: _Tally) -> Reply:
+    def _call_with_retries(
+        self, system: str, turns: Sequence[Turn], tally: _Tally, breaker: Breaker | None = None
+    ) -> Reply:
+        """One call and its retries; JudgeError (scrubbed) when it gives up: ConnectionFailed
+        (`cannot connect to ...`) when the endpoint could not be reached. Any answer of the server,
+        an error status included, closes `breaker`; giving up on a connection tells it."""
         lim = self.limits
-        attempt = 0
+        attempt = connect_attempt = 0
         while True:
             self._limiter.acquire()
             try:
                 reply = self._send(system, turns)
+            except ConnectionFailed as e:
+                if connect_attempt >= lim.connect_retries:
+                    reason = self.scrub(str(e))
+                    if breaker is not None:
+                        breaker.unreachable(reason)
+                    raise ConnectionFailed(reason) from None
+                connect_attempt += 1
+                tally.retries += 1
+                log.info("judge %s: connection retry %d in %.2fs after: %s", self.name, connect_attempt,
+                         lim.connect_retry_delay_s, self.scrub(str(e)))
+                self._sleep(lim.connect_retry_delay_s)
+                continue
             except TransientError as e:
+                if breaker is not None:
+                    breaker.answered()
                 if attempt >= lim.max_retries:
                     raise JudgeError(self.scrub(f"gave up after {attempt} retries: {e}")) from None
                 if e.retry_after is not None:
@@ -299,6 +359,12 @@ class BaseJudge(ABC):
                 )
                 self._sleep(delay)
                 continue
+            except JudgeError:
+                if breaker is not None:
+                    breaker.answered()
+                raise
+            if breaker is not None:
+                breaker.answered()
             tally.add(reply)
             return reply
 

@@ -4,7 +4,8 @@ Key: passed in (a caller may resolve a Prefect Secret block) or read from GEMINI
 GOOGLE_API_KEY. Endpoint: `base_url` argument, else LEGIVAL_GEMINI_BASE_URL, else the SDK default (which
 also honours GOOGLE_GEMINI_BASE_URL). The SDK's own retries are switched off
 (`HttpRetryOptions(attempts=1)`, which also disables its implicit connection-error retries) so the shared
-loop in base.py does all retrying and counts it.
+loop in base.py does all retrying and counts it; a refused or unknown endpoint is a `ConnectionFailed`
+(`cannot connect to ...`: one short retry, then the run's breaker).
 
 Batch API (50% price): `submit_batch` sends inline requests (`BatchJobSource(inlined_requests=...)`, each
 carrying `metadata` that names its trace and window, so results can be matched without the original
@@ -14,7 +15,7 @@ are limited by the API's request size (about 20 MB): when the serialized request
 JSONL (`{"key": ..., "request": {...}}` per line, the REST GenerateContentRequest the SDK would send
 inline), uploaded through the Files API and the job is created with `src=<file name>`; `collect_batch` then
 downloads `dest.file_name` (JSONL lines with `key` and `response` or `error`). A file line has no metadata,
-so its `key` encodes the trace and window (`_file_key`); both paths feed the same result parsing."""
+so its `key` encodes the trace and window (`batch_keys.file_key`); both paths feed the same result parsing."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import httpx
 from legival_core.judges.base import (
     RETRYABLE_HTTP_STATUS,
     BaseJudge,
+    ConnectionFailed,
     JudgeError,
     JudgeLimits,
     JudgeRequest,
@@ -45,8 +47,11 @@ from legival_core.judges.base import (
     WindowOutcome,
     WindowPolicy,
     _Tally,
+    cannot_connect,
     merge_windows,
 )
+from legival_core.judges.batch_keys import file_key as _file_key
+from legival_core.judges.batch_keys import meta_from_key as _meta_from_key
 from legival_core.judges.cost import Prices
 from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
@@ -88,37 +93,6 @@ def resolve_api_key(api_key: str | None = None) -> str:
         "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment, or pass "
         "api_key= (e.g. from a Prefect Secret block)"
     )
-
-
-def _file_key(meta: dict[str, str]) -> str:
-    """A JSONL line's `key`: window, window count, step span, m, then the trace id (which may hold any
-    character, so it comes last)."""
-    window = f"w{meta['window']}/{meta['windows']}"
-    return f"{window}:{meta['first']}-{meta['last']}:m{meta['m']}:{meta['trace_id']}"
-
-
-def _meta_from_key(key: object) -> dict[str, str]:
-    """Inverse of `_file_key`; {} for a key this module did not write."""
-    if not isinstance(key, str):
-        return {}
-    try:
-        win, span, m, tid = key.split(":", 3)
-        window, windows = win.removeprefix("w").split("/")
-        first, last = span.split("-")
-        fields = (window, windows, first, last, m.removeprefix("m"))
-        if not all(f.isdigit() for f in fields) or not win.startswith("w") or not m.startswith("m"):
-            return {}
-    except ValueError:
-        return {}
-    return {
-        "key": f"{tid}#{window}",
-        "trace_id": tid,
-        "window": window,
-        "windows": windows,
-        "first": first,
-        "last": last,
-        "m": fields[4],
-    }
 
 
 @functools.cache
@@ -220,7 +194,6 @@ class GeminiJudge(BaseJudge):
 
     def _secrets(self) -> tuple[str, ...]:
         return (self._key.get(),)
-
     # -- one call -------------------------------------------------------------------------------------
 
     def _config(self, system: str) -> gtypes.GenerateContentConfig:
@@ -257,6 +230,9 @@ class GeminiJudge(BaseJudge):
             if e.code in RETRYABLE_HTTP_STATUS:
                 raise TransientError(msg, retry_after) from None
             raise PermanentError(msg) from None
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            why = "connect timeout" if isinstance(e, httpx.ConnectTimeout) else None
+            raise ConnectionFailed(self.scrub(cannot_connect(e, self.base_url or "the Gemini API", why))) from None
         except httpx.TimeoutException as e:
             raise TransientError(f"timeout ({type(e).__name__})") from None
         except httpx.TransportError as e:

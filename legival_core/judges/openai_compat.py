@@ -4,7 +4,9 @@
 `response_format={"type": "json_schema", ...}` carrying the reply schema (strict). A trailing `/v1`
 on `base_url` is accepted. Base URL: argument, else LEGIVAL_OPENAI_BASE_URL (required). Key:
 argument, else LEGIVAL_OPENAI_API_KEY, else OPENAI_API_KEY; optional (local servers need none), sent
-as `Authorization: Bearer`. Retries, repair, validation and windowing are the shared ones in base.py.
+as `Authorization: Bearer`. Retries, repair, validation and windowing are the shared ones in base.py;
+a refused or unknown endpoint (or a TCP connect over `JudgeLimits.connect_timeout_s`) is a
+`ConnectionFailed` (`cannot connect to ...`: one short retry, then the run's breaker).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import httpx
 from legival_core.judges.base import (
     RETRYABLE_HTTP_STATUS,
     BaseJudge,
+    ConnectionFailed,
     JudgeError,
     JudgeLimits,
     PermanentError,
@@ -26,6 +29,7 @@ from legival_core.judges.base import (
     TransientError,
     Turn,
     WindowPolicy,
+    cannot_connect,
 )
 from legival_core.judges.cost import Prices
 from legival_core.judges.factory import JudgeInfo
@@ -84,7 +88,8 @@ class OpenAICompatJudge(BaseJudge):
         self._http = httpx.Client(
             base_url=self.base_url,
             headers=headers,
-            timeout=self.limits.timeout_s,
+            timeout=httpx.Timeout(self.limits.timeout_s,
+                                  connect=min(self.limits.timeout_s, self.limits.connect_timeout_s)),
             limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns),
         )
 
@@ -120,6 +125,10 @@ class OpenAICompatJudge(BaseJudge):
     def _send(self, system: str, turns: Sequence[Turn]) -> Reply:
         try:
             r = self._http.post("/v1/chat/completions", json=self.body(system, turns))
+        except httpx.ConnectTimeout as e:
+            raise ConnectionFailed(self.scrub(cannot_connect(e, self.base_url, "connect timeout"))) from None
+        except httpx.ConnectError as e:
+            raise ConnectionFailed(self.scrub(cannot_connect(e, self.base_url))) from None
         except httpx.TimeoutException as e:
             raise TransientError(f"timeout ({type(e).__name__})") from None
         except httpx.TransportError as e:

@@ -123,6 +123,24 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return _BEARER.sub(r"\1[REDACTED]", out)
 
 
+_ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
+
+
+def cannot_connect(error: BaseException, url: str | None, why: str | None = None) -> str:
+    """`cannot connect to SCHEME://HOST[:PORT]: why` for a connection that failed: the host of the
+    request the error names (an httpx error carries it), else `url`; never a path or a query string."""
+    where = url or "the endpoint"
+    try:
+        request: Any = getattr(error, "request", None)  # httpx: RuntimeError when it has none
+        u = request.url
+        host = f"[{u.host}]" if ":" in u.host else u.host
+        where = f"{u.scheme}://{host}" + (f":{u.port}" if u.port else "")
+    except Exception:  # no request, or not an httpx error: keep the configured url
+        pass
+    text = why or _ERRNO.sub("", str(error)).strip() or type(error).__name__
+    return f"cannot connect to {where}: {text[:1].lower()}{text[1:]}"
+
+
 class JudgeError(RuntimeError):
     """Any judge failure surfaced to a caller; its message has been scrubbed of secrets."""
 
@@ -133,6 +151,12 @@ class TransientError(JudgeError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ConnectionFailed(TransientError):
+    """The endpoint could not be reached at all (connection refused, unknown host, network unreachable,
+    connect timeout): retried only `JudgeLimits.connect_retries` times, after a short delay, and what
+    opens the run's circuit breaker (`breaker.Breaker`)."""
 
 
 class PermanentError(JudgeError):

@@ -82,8 +82,8 @@ metric("global_index", unit="score", direction="higher", section=_SECTION, stage
        level="teacher", order=770, in_teacher_dataset=False,
        description="gCoT Global Index: mean of the dimension scores present")
 metric("n_dimensions", unit="count", direction=None, section=_SECTION, stage="quality", source="quality",
-       level="teacher", order=780, in_teacher_dataset=False,
-       description="how many dimensions the Global Index rests on")
+       level="teacher", order=780, in_teacher_dataset=False, correlate=False,
+       description="how many dimensions the Global Index rests on (a count: not correlated)")
 LOWER_IS_BETTER: frozenset[str] = frozenset(n for n in QUALITY_METRICS if _INFO[n][1] == "lower")
 
 

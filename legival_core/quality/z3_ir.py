@@ -199,10 +199,21 @@ def _number(value: Any, field_name: str) -> float:
     try:
         f = float(value)
     except ValueError:
-        raise _StepProblem(field_name, f"expected a number, got {value!r}") from None
+        raise _StepProblem(field_name, f"expected a number, got {_short(value)}") from None
+    except OverflowError:  # an integer like 10**400: no float holds it
+        raise _StepProblem(field_name, f"number too large, got {_short(value)}") from None
     if not math.isfinite(f):
-        raise _StepProblem(field_name, f"expected a finite number, got {value!r}")
+        raise _StepProblem(field_name, f"expected a finite number, got {_short(value)}")
     return f
+
+
+def _short(value: Any, width: int = 40) -> str:
+    """A value for an error message: its repr, cut to `width` characters (a 400-digit constant)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int with more digits than Python converts to text
+        return f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"
+    return text if len(text) <= width else f"{text[: width - 5]}...({len(text)} characters)"
 
 
 def _name(value: Any, field_name: str) -> str:

@@ -108,7 +108,7 @@ def _side(d: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def _integral(value: Any) -> int | None:
     try:
         f = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return int(f) if math.isfinite(f) and f.is_integer() else None
 
@@ -119,16 +119,24 @@ def answer_from_text(text: str) -> int | None:
     as in their regex), else the last number on the last three non-empty lines."""
     m = re.findall(r"####\s*(-?\d+)", text)
     if m:
-        return int(m[-1])
+        return _int(m[-1])
     m = re.findall(r"(?:answer(?: is)?|final answer|total|thus|therefore|so)\D*(-?\d+)\b", text, flags=re.I)
     if m:
-        return int(m[-1])
+        return _int(m[-1])
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in reversed(lines[-3:]):
         m = re.findall(r"(-?\d+)\b", ln)
         if m:
-            return int(m[-1])
+            return _int(m[-1])
     return None
+
+
+def _int(digits: str) -> int | None:
+    """int(digits), or None for more digits than Python converts (sys.get_int_max_str_digits)."""
+    try:
+        return int(digits)
+    except ValueError:
+        return None
 
 
 def predicted_answer(ir: IR, fallback_text: str | None = None) -> int | None:
@@ -246,6 +254,7 @@ def verify_ir(
       (besides the shortcuts) still forces the answer; None without an answer or with T' empty. As in
       [repo], it is 0 (not None) when ``final_answer`` is not declared.
     """
+    check_timeout(timeout_ms)
     ctx = z3.Context()
     unknown = 0
 
@@ -371,6 +380,12 @@ def record_text(record: Mapping[str, Any]) -> str:
 _METRIC_FIELDS = ("acs", "ear", "acs_t", "fas0", "jss", "rcr", "dal")
 
 
+def check_timeout(timeout_ms: int) -> None:
+    """Z3 reads a time limit of 0 as "no limit", so a nonlinear IR could run forever: refuse it."""
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+        raise ValueError(f"timeout_ms must be a positive number of milliseconds, not {timeout_ms!r}")
+
+
 def verify_record(
     record: Mapping[str, Any],
     *,
@@ -378,7 +393,9 @@ def verify_record(
     dialect: Dialect = "published",
     strict: bool = False,
 ) -> dict[str, Any]:
-    """One record of `verify_records`; never raises on a bad IR."""
+    """One record of `verify_records`; never raises on a bad record: an IR that cannot be read gets
+    ``z3_status="invalid_ir"``, any other failure on it ``z3_status="error"``, both with `z3_error`."""
+    check_timeout(timeout_ms)
     out = dict(record)
     raw = record.get("ir")
     try:
@@ -389,7 +406,16 @@ def verify_record(
         out.update(dict.fromkeys(_METRIC_FIELDS))
         out.update(z3_status="invalid_ir", z3_error=str(e))
         return out
-    res = verify_ir(ir, fallback_text=record_text(record), timeout_ms=timeout_ms, dialect=dialect)
+    except RecursionError:
+        out.update(dict.fromkeys(_METRIC_FIELDS))
+        out.update(z3_status="invalid_ir", z3_error="ir: nested too deeply to read")
+        return out
+    try:
+        res = verify_ir(ir, fallback_text=record_text(record), timeout_ms=timeout_ms, dialect=dialect)
+    except Exception as e:  # one record's failure (a Z3 or arithmetic error) must not stop a batch
+        out.update(dict.fromkeys(_METRIC_FIELDS))
+        out.update(z3_status="error", z3_error=f"{type(e).__name__}: {e}"[:500])
+        return out
     out.update(
         acs=res.acs,
         ear=res.ear,
@@ -418,9 +444,11 @@ def verify_records(
     `fas0`, `jss`, `rcr`, `dal` (None where undefined), `z3_status` and `z3_*` diagnostics added; other
     fields pass through. A record without `ir`, or whose IR cannot be read, gets
     ``z3_status="invalid_ir"`` and a `z3_error` message. Steps are read leniently (as the authors'
-    compiler does) unless `strict`, in which case any malformed step makes the IR invalid."""
-    for record in records:
-        yield verify_record(record, timeout_ms=timeout_ms, dialect=dialect, strict=strict)
+    compiler does) unless `strict`, in which case any malformed step makes the IR invalid. A record on
+    which verification fails otherwise gets ``z3_status="error"`` and the reason in `z3_error`; the
+    other records are verified as usual. A `timeout_ms` below 1 raises ValueError at once."""
+    check_timeout(timeout_ms)
+    return (verify_record(record, timeout_ms=timeout_ms, dialect=dialect, strict=strict) for record in records)
 
 
 def verify_published_ir(obj: Mapping[str, Any], **kwargs: Any) -> Z3Result:
@@ -435,6 +463,7 @@ __all__: Sequence[str] = (
     "Z3Result",
     "answer_from_text",
     "bridge_variables",
+    "check_timeout",
     "detect_shortcuts",
     "predicted_answer",
     "record_text",

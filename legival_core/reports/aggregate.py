@@ -62,12 +62,14 @@ class Aggregates:
 
 
 def index_traces(traces: pl.DataFrame) -> pl.DataFrame:
-    """Add `tix` (row number), `token_len_norm` and `transfer` (correct and m >= 1, SPEC section 4)."""
+    """Add `tix` (row number) and `transfer` (correct and m >= 1 steps, SPEC section 4: the transfer
+    traces; `m` comes from the segmentation the transfer stage requires, so transfer metrics need no
+    efficiency run)."""
     import polars as pl
 
     return traces.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("tix"),
-        (pl.col("correct").fill_null(False) & (pl.col("step_len") >= 1).fill_null(False)).alias("transfer"),
+        (pl.col("correct").fill_null(False) & (pl.col("m") >= 1).fill_null(False)).alias("transfer"),
     )
 
 
@@ -148,9 +150,9 @@ def by_dataset(traces: pl.DataFrame, students: pl.DataFrame, student_curves: pl.
 
     eff = teacher_dataset_metrics(traces)
     counts = traces.group_by("teacher", "dataset").agg(
-        pl.when(pl.col("step_len").is_not_null().any()).then(pl.col("transfer").sum()).otherwise(None)
+        pl.when(pl.col("m").is_not_null().any()).then(pl.col("transfer").sum()).otherwise(None)
         .cast(pl.Int64).alias("n_transfer_traces"),
-        (pl.col("correct").fill_null(False) & (pl.col("step_len") == 0).fill_null(False)).sum()
+        (pl.col("correct").fill_null(False) & (pl.col("m") == 0).fill_null(False)).sum()
         .cast(pl.Int64).alias("n_correct_no_steps"),
     )
     tr = students.group_by("teacher", "dataset").agg(

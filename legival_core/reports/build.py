@@ -28,6 +28,7 @@ from legival_core.reports.bootstrap import (
     ranked_ci_metrics,
 )
 from legival_core.reports.columns import teacher_columns
+from legival_core.reports.coverage import coverage_table
 from legival_core.reports.data import ReportConfig, ReportData
 from legival_core.reports.elbow import redundancy_elbow
 from legival_core.reports.pareto import FRONTIERS, pareto_frontier
@@ -70,7 +71,9 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     tt = transfer_table(depths, config.n_bins)
     del depths
     sweep = reads.redundancy_sweep(store, SWEEP_THRESHOLDS, config.model, SEGMENTER_VERSION)
-    return assemble(traces, students, tt, sweep, config, teacher_columns(store))
+    data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
+    data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
+    return data
 
 
 def _stage_metrics() -> list[str]:
@@ -149,7 +152,8 @@ def correlation_metrics(teacher: pl.DataFrame) -> list[str]:
     names = [m.name for m in all_metrics() if m.correlate and not m.family and m.name in teacher.columns
              and teacher.schema[m.name].is_numeric()]
     families = [m.name for m in all_metrics() if m.family and m.correlate]
-    members = [c for c in teacher.columns for f in families if c.startswith(f"{f}_") and teacher.schema[c].is_numeric()]
+    members = [c for c in teacher.columns for f in families
+               if c.startswith(f"{f}_") and c not in names and teacher.schema[c].is_numeric()]
     return names + members
 
 
@@ -193,6 +197,8 @@ def write_report(data: ReportData, store: Store | None, out: str | Path) -> list
     csv(data.rank_pairs, "rank_pairs.csv")
     csv(data.elbow, "redundancy_elbow.csv")
     csv(data.tu_curves, "tu_curves.csv")
+    if data.coverage is not None:
+        csv(data.coverage, "coverage.csv")
     data.traces.drop("tix").write_parquet(out / "traces.parquet")
     files.append("traces.parquet")
     if store is not None:

@@ -17,21 +17,26 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from legival_core.datasets.base import grader_key
 from legival_core.metrics.backtracking import BACKTRACKING
 from legival_core.metrics.base import all_metrics
 from legival_core.reports.bootstrap import ci_metrics
+from legival_core.reports.coverage import stage_command
 from legival_core.reports.data import ReportData
 from legival_core.reports.pareto import FRONTIERS
-from legival_core.reports.plots import PLOT_FILES
+from legival_core.reports.plots import PLOT_FILES, correlation_view
 from legival_core.reports.stats import correlation_matrix
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import dashboard as reads
+from legival_core.store import planner as plan_reads
 
 if TYPE_CHECKING:
     import polars as pl
 
 CONTINUATION_CHARS = 1500
+MIN_N = 10
+"""A value resting on fewer traces than this is flagged on the page (marker and tooltip)."""
 TEMPLATE = Path(__file__).with_name("templates") / "dashboard.html"
 
 
@@ -59,19 +64,32 @@ def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
 # --- trace browser data -------------------------------------------------------------------------------
 
 
+def _graders(store: Store) -> pl.DataFrame:
+    """The current grader key of every dataset with traces (a dataset no longer registered has none)."""
+    import polars as pl
+
+    pairs = []
+    for d in plan_reads.stored_datasets(store):
+        try:
+            pairs.append((d, grader_key(d)))
+        except KeyError:
+            continue
+    return pl.DataFrame(pairs, orient="row", schema={"dataset": pl.Utf8, "grader": pl.Utf8})
+
+
 def trace_list(store: Store, teacher: str | None = None, dataset: str | None = None,
                per_cell: int | None = None) -> list[dict[str, Any]]:
-    """Traces for the browser: id, teacher, dataset, problem, correct, number of rollouts. With
-    `per_cell`, the first `per_cell` per (teacher, dataset), traces with rollouts first (stable order)."""
-    return _rows(reads.trace_list(store, teacher, dataset, per_cell))
+    """Traces for the browser: id, teacher, dataset, problem, correct (current grader), number of
+    rollouts. With `per_cell`, the first `per_cell` per (teacher, dataset), traces with rollouts first."""
+    return _rows(reads.trace_list(store, _graders(store), teacher, dataset, per_cell))
 
 
 def trace_details(store: Store, trace_ids: list[str], tau: float, model: str) -> dict[str, dict[str, Any]]:
-    """Per trace: question, steps (text, r_i, redundant = r_i > tau, backtracking flag), answer and
-    the students' answers at every prefix depth."""
+    """Per trace: question, gold, steps (text, r_i, redundant = r_i > tau, backtracking flag), the
+    teacher's answer with its grade by the current grader, and the students' answers at every depth."""
     if not trace_ids:
         return {}
-    rows = reads.trace_rows(store, trace_ids, model, SEGMENTER_VERSION, BACKTRACKING.name)
+    rows = reads.trace_rows(store, trace_ids, _graders(store), model, SEGMENTER_VERSION, BACKTRACKING.name)
     judge_flags = {tid: _flag_list(f) for tid, f, _m in rows.judge_flags.iter_rows()}
     judge_method = {tid: m for tid, _f, m in rows.judge_flags.iter_rows()}
     lex = {tid: _flag_list(detail) for tid, detail in rows.lexical.iter_rows()}
@@ -105,6 +123,8 @@ def trace_details(store: Store, trace_ids: list[str], tau: float, model: str) ->
         out[tid] = {
             "trace_id": tid, "teacher": row["teacher"], "dataset": row["dataset"], "problem_id": row["problem_id"],
             "question": row["question"], "gold": row["gold"], "answer_text": row["answer_text"],
+            "grade": {"grader": row["grader"], "extracted": row["extracted"], "correct": row["correct"],
+                      "status": row["grade_status"], "command": stage_command("grade")},
             "reasoning": text if not step_list else None, "steps": step_list, "backtracking_method": method,
             "rollouts": by_roll.get(tid, []),
         }
@@ -135,20 +155,10 @@ def _flag_list(raw: str | None) -> list[int]:
 
 def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool = False,
               images: dict[str, str] | None = None) -> dict[str, Any]:
-    traces = trace_list(store, per_cell=None if live else per_cell) if store is not None else []
+    # the live page asks /api/traces per (teacher, dataset); the static one embeds a sample
+    traces = trace_list(store, per_cell=per_cell) if store is not None and not live else []
     details = {} if live or store is None else trace_details(
         store, [t["trace_id"] for t in traces], data.tau, data.model)
-    curves: dict[str, dict[str, list[Any]]] = {}
-    for row in data.tu_curves.sort("teacher", "bin").iter_rows(named=True):
-        c = curves.setdefault(row["teacher"], {"mu": [], "lo": [], "hi": []})
-        c["mu"].append(row["mu"])
-        c["lo"].append(row["ci_low"])
-        c["hi"].append(row["ci_high"])
-
-    metrics = data.correlation_metrics
-    mat = correlation_matrix(data.correlations, metrics)
-    pvals = {(a, b): p for a, b, p in data.correlations.filter(data.correlations["kind"] == "spearman")
-             .select("metric_a", "metric_b", "p_value").iter_rows()}
     boot = data.boot
     return {
         "meta": {"tau": data.tau, "model": data.model, "live": live,
@@ -156,26 +166,65 @@ def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool =
                  "n_traces": data.traces.height, "n_students": data.students.height,
                  "students": data.students["student"].to_list(),
                  "datasets": sorted(data.traces["dataset"].unique().to_list()),
-                 "per_cell": per_cell},
+                 "per_cell": per_cell, "min_n": MIN_N},
         "directions": data.directions,
         "ranked": [m for m in data.directions if f"rank_{m}" in data.teacher_metrics.columns],
         "pareto_axes": pareto_axes(data),
         "context_metrics": [{"name": m.name, "description": m.description} for m in all_metrics()
                             if m.direction is None and m.name in ci_metrics() and m.name in data.correlation_metrics],
         "ci_metrics": ci_metrics(),
+        "descriptions": {m.name: m.description for m in all_metrics()},
         "teachers": _rows(data.teacher_metrics),
         "teacher_dataset": _rows(data.aggregates.by_dataset),
-        "curves": curves,
-        "correlations": {
-            "metrics": metrics,
-            "rho": [[None if math.isnan(v) else float(v) for v in r] for r in mat.tolist()],
-            "p": [[pvals.get((a, b), pvals.get((b, a))) for b in metrics] for a in metrics],
-            "partial": _rows(data.correlations.filter(data.correlations["kind"] == "partial_spearman")),
-        },
+        "curves": _curves(data),
+        "correlations": _correlations(data),
         "rank_pairs": _rows(data.rank_pairs.filter(data.rank_pairs["distinguishable"] == False)),  # noqa: E712
+        "coverage": _rows(data.coverage) if data.coverage is not None else [],
         "images": images or {},
         "traces": traces,
         "details": details,
+    }
+
+
+def _curves(data: ReportData) -> dict[str, dict[str, Any]]:
+    """mu_T(b) per teacher with its band, and `n`: the (trace, student) pairs with a curve it rests on
+    (the teacher's `n_curve_traces`, summed over datasets)."""
+    tm = data.teacher_metrics
+    n_pairs = dict(zip(tm["teacher"].to_list(), tm["n_curve_traces"].to_list(), strict=True)) \
+        if "n_curve_traces" in tm.columns else {}
+    curves: dict[str, dict[str, Any]] = {}
+    for row in data.tu_curves.sort("teacher", "bin").iter_rows(named=True):
+        c = curves.setdefault(row["teacher"], {"mu": [], "lo": [], "hi": [], "n": n_pairs.get(row["teacher"])})
+        c["mu"].append(row["mu"])
+        c["lo"].append(row["ci_low"])
+        c["hi"].append(row["ci_high"])
+    return curves
+
+
+def _correlations(data: ReportData) -> dict[str, Any]:
+    """The Spearman matrix over the metrics with a value (`correlation_view`): rho (null on the diagonal
+    of a constant metric), p and n per pair; `default` is what the page shows first (the paper's
+    metrics), `constant` and `absent` are named on the page; the partial correlations."""
+    view = correlation_view(data)
+    metrics = view.metrics
+    mat = correlation_matrix(data.correlations, metrics)
+    for i, m in enumerate(metrics):
+        if m in view.constant:
+            mat[i, i] = math.nan
+    sp = data.correlations.filter(data.correlations["kind"] == "spearman")
+    pn = {(a, b): (p, n) for a, b, p, n in sp.select("metric_a", "metric_b", "p_value", "n").iter_rows()}
+
+    def pair(a: str, b: str, k: int) -> Any:
+        hit = pn.get((a, b), pn.get((b, a)))
+        return None if hit is None else hit[k]
+
+    partial = data.correlations.filter(data.correlations["kind"] == "partial_spearman")
+    return {
+        "metrics": metrics, "default": view.default, "constant": view.constant, "absent": view.absent,
+        "rho": [[None if math.isnan(v) else float(v) for v in r] for r in mat.tolist()],
+        "p": [[pair(a, b, 0) for b in metrics] for a in metrics],
+        "n": [[pair(a, b, 1) for b in metrics] for a in metrics],
+        "partial": _rows(partial.filter(partial["metric_b"].is_in(metrics))),
     }
 
 
@@ -204,8 +253,6 @@ def dashboard_html(data: ReportData, store: Store | None, per_cell: int = 10, li
                 images[name] = "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")
     payload = safe_json(page_data(data, store, per_cell, live, images))
     return TEMPLATE.read_text(encoding="utf-8").replace("/*DATA*/", payload, 1)
-
-
 
 
 __all__ = ["dashboard_html", "page_data", "safe_json", "trace_details", "trace_list"]

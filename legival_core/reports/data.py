@@ -62,6 +62,8 @@ class ReportData:
     boot: BootstrapResult | None
     config: ReportConfig
     directions: dict[str, Direction] = field(default_factory=dict)
+    coverage: pl.DataFrame | None = None
+    """Per (teacher, dataset, metric): computed / not run / unavailable / too few traces (`coverage`)."""
 
     @property
     def teacher_dataset(self) -> pl.DataFrame:

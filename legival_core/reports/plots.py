@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,51 +44,138 @@ def _empty(ax: Any, text: str = _NO_DATA) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.5")
 
 
+def _limits(values: list[float]) -> tuple[float, float]:
+    """An axis range around `values` with 8% padding that never goes below 0 when no value does."""
+    lo, hi = min(values), max(values)
+    pad = (abs(lo) * 0.1 or 0.5) if lo == hi else (hi - lo) * 0.08
+    low = lo - pad
+    return (max(low, 0.0) if lo >= 0 else low), hi + pad
+
+
+def label_points(fig: Any, ax: Any, points: list[tuple[str, float, float]], fontsize: float = 8) -> None:
+    """Name each point without overlapping another name or point (`pareto.place_labels`), with a leader
+    line where the name had to move away. Call after the axes limits and layout are final."""
+    from legival_core.reports.pareto import place_labels
+
+    renderer = fig.canvas.get_renderer()
+    height = fig.bbox.height
+    anchors, sizes = [], []
+    for name, xv, yv in points:
+        px, py = ax.transData.transform((xv, yv))
+        anchors.append((float(px), float(height - py)))
+        probe = ax.text(0, 0, name, fontsize=fontsize)
+        ext = probe.get_window_extent(renderer)
+        probe.remove()
+        sizes.append((float(ext.width), float(ext.height)))
+    b = ax.bbox
+    bounds = (float(b.x0), float(height - b.y1), float(b.x1), float(height - b.y0))
+    for (name, xv, yv), (box, leader) in zip(points, place_labels(anchors, sizes, bounds, radius=7), strict=True):
+        arrow = {"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 0, "shrinkB": 4} if leader else None
+        ax.annotate(name, (xv, yv), xytext=(box[0], height - box[3]), textcoords="figure pixels",
+                    ha="left", va="bottom", fontsize=fontsize, arrowprops=arrow, zorder=3)
+
+
 def pareto_figure(data: ReportData) -> Any:
+    from legival_core.metrics.base import metrics_from
     from legival_core.reports.pareto import FRONTIERS
 
     plt = _plt()
+    transfer = {m.name for m in metrics_from("transfer")}
     t = data.teacher_metrics
     colors = _colors(t["teacher"].to_list())
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+    to_label = []
     for ax, (x, y, col) in zip(axes, FRONTIERS, strict=True):
         rows = [r for r in t.select("teacher", x, y, col).iter_rows() if r[1] is not None and r[2] is not None]
-        ax.set_xlabel(f"{x} (lower is better)")
-        ax.set_ylabel(f"{y} (higher is better)")
+        ax.set_xlabel(f"{x} ({data.directions.get(x, '')} is better)")
+        ax.set_ylabel(f"{y} ({data.directions.get(y, '')} is better)")
         if not rows:
-            _empty(ax, f"no {y} yet (no rollouts)" if y in ("fotu", "sotu") else _NO_DATA)
+            _empty(ax, f"no {y} yet (no rollouts)" if y in transfer else _NO_DATA)
             continue
         front = sorted((r[1], r[2]) for r in rows if r[3])
         if len(front) > 1:
             ax.plot(*zip(*front, strict=True), color="0.6", lw=1, ls="--", zorder=1, label="Pareto frontier")
         for name, xv, yv, on in rows:
             ax.scatter(xv, yv, s=60 if on else 30, color=colors[name], edgecolor="black" if on else "none", zorder=2)
-            ax.annotate(name, (xv, yv), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.set_xlim(*_limits([r[1] for r in rows]))
+        ax.set_ylim(*_limits([r[2] for r in rows]))
         ax.set_title(f"{y} vs {x}")
+        to_label.append((ax, [(r[0], r[1], r[2]) for r in rows]))
     fig.suptitle("Pareto frontier of teachers (outlined: on the frontier)")
     fig.tight_layout()
+    for ax, points in to_label:
+        label_points(fig, ax, points)
     return fig
 
 
+PAPER_SOURCES = ("trace", "derived", "transfer")
+"""The sources of the paper's metrics: the correlation matrix shows these by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class CorrelationView:
+    """Which metrics the correlation matrix shows: `metrics` (those of the matrix with a value for at
+    least one teacher, column order), `default` (the paper's: registered metrics of PAPER_SOURCES that
+    enter correlations), `constant` (one value across teachers: no correlation), `absent` (no value)."""
+
+    metrics: list[str]
+    default: list[str]
+    constant: list[str]
+    absent: list[str]
+
+
+def correlation_view(data: ReportData) -> CorrelationView:
+    from legival_core.metrics.base import all_metrics
+
+    tm = data.teacher_metrics
+    metrics, constant, absent = [], [], []
+    for m in data.correlation_metrics:
+        values = {v for v in tm[m].to_list() if v is not None and v == v} if m in tm.columns else set()
+        if not values:
+            absent.append(m)
+            continue
+        metrics.append(m)
+        if len(values) == 1:
+            constant.append(m)
+    paper = {i.name for i in all_metrics() if i.source in PAPER_SOURCES and i.correlate and not i.family}
+    return CorrelationView(metrics, [m for m in metrics if m in paper], constant, absent)
+
+
 def correlation_figure(data: ReportData) -> Any:
+    """The Spearman matrix of the paper's metrics (`correlation_view(...).default`); constant metrics
+    say so instead of a diagonal 1.00."""
     import numpy as np
 
     from legival_core.reports.stats import correlation_matrix
 
     plt = _plt()
-    metrics = data.correlation_metrics
+    view = correlation_view(data)
+    metrics = view.default
+    n = len(metrics)
+    fig, ax = plt.subplots(figsize=(2.2 + 0.62 * max(n, 2), 1.6 + 0.5 * max(n, 2)))
+    if not metrics:
+        ax.axis("off")
+        _empty(ax)
+        return fig
     mat = correlation_matrix(data.correlations, metrics)
-    fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(metrics), 0.8 + 0.5 * len(metrics)))
+    const = [m in view.constant for m in metrics]
+    for i, c in enumerate(const):
+        if c:
+            mat[i, i] = np.nan
     im = ax.imshow(np.ma.masked_invalid(mat), cmap="RdBu_r", vmin=-1, vmax=1)
-    ax.set_xticks(range(len(metrics)), metrics, rotation=60, ha="right")
-    ax.set_yticks(range(len(metrics)), metrics)
-    for i in range(len(metrics)):
-        for j in range(len(metrics)):
+    labels = [f"{m} (constant)" if c else m for m, c in zip(metrics, const, strict=True)]
+    ax.set_xticks(range(n), labels, rotation=45, ha="right")
+    ax.set_yticks(range(n), labels)
+    for i in range(n):
+        for j in range(n):
             v = mat[i, j]
-            ax.text(j, i, "–" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=7,
+            txt = "const" if i == j and const[i] else "–" if np.isnan(v) else f"{v:.2f}"
+            ax.text(j, i, txt, ha="center", va="center", fontsize=7,
                     color="white" if not np.isnan(v) and abs(v) > 0.6 else "black")
+    ax.spines[:].set_visible(False)
     fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")
-    ax.set_title(f"Spearman correlation across teachers (n = {data.teacher_metrics.height})")
+    ax.set_title(f"Spearman correlation across teachers (n = {data.teacher_metrics.height}); "
+                 "the dashboard adds the other metrics", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -25,13 +25,16 @@ def quality_teacher_table(store: Store, group_by: Sequence[str] = ("teacher", "d
     rows = reads.quality_rows(store, QUALITY_METRICS)
     base = reads.teacher_datasets(store).select(keys).unique(maintain_order=True)
     dims = [k for k in keys if k != "teacher"]
-    if rows.height == 0:
-        return dimension_scores(base, DIMENSIONS, dims, LOWER_IS_BETTER)
-    ok = rows.filter(pl.col("status") == "ok")
-    means = ok.group_by([*keys, "metric"]).agg(pl.col("value").mean()).pivot(
-        on="metric", index=keys, values="value")
-    means = means.select(*keys, *[m for m in QUALITY_METRICS if m in means.columns])  # registry order
-    z3 = rows.filter(pl.col("metric") == "z3_acs").group_by(keys).agg(
-        (pl.col("status") != "unparsed").mean().alias("z3_extraction_rate"))
-    table = base.join(means, on=keys, how="left").join(z3, on=keys, how="left")
+    table = base
+    if rows.height:
+        ok = rows.filter(pl.col("status") == "ok")
+        means = ok.group_by([*keys, "metric"]).agg(pl.col("value").mean()).pivot(
+            on="metric", index=keys, values="value")
+        z3 = rows.filter(pl.col("metric") == "z3_acs").group_by(keys).agg(
+            (pl.col("status") != "unparsed").mean().alias("z3_extraction_rate"))
+        table = table.join(means, on=keys, how="left").join(z3, on=keys, how="left")
+    # one schema whatever ran: every registered metric is a column (empty where not computed)
+    table = table.with_columns(pl.lit(None, pl.Float64).alias(c)
+                               for c in (*QUALITY_METRICS, "z3_extraction_rate") if c not in table.columns)
+    table = table.select(*keys, *QUALITY_METRICS, "z3_extraction_rate")
     return dimension_scores(table, DIMENSIONS, dims, LOWER_IS_BETTER).sort(keys)

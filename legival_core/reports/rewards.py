@@ -46,16 +46,25 @@ def column_name(metric: str) -> str:
 
 
 def teacher_columns(store: Store) -> pl.DataFrame:
-    """One row per teacher: the mean of every RM metric over its traces (`rm_<name>` columns)."""
+    """One row per teacher: the mean of every RM metric over its traces. Every registered RM column
+    is present (empty where `legival rm` did not run); an unregistered RM adds its own columns."""
     import polars as pl
+
+    from legival_core.metrics.base import metrics_from
 
     scores = rm_scores(store)
     teachers = reads.trace_teachers(store)
     metrics = [c for c in scores.columns if c != "trace_id"]
-    if not metrics:
-        return teachers.select("teacher").unique().sort("teacher")
-    return (teachers.join(scores, on="trace_id", how="inner").group_by("teacher")
-            .agg(pl.col(m).mean().alias(column_name(m)) for m in metrics).sort("teacher"))
+    base = teachers.select("teacher").unique().sort("teacher")
+    if metrics:
+        means = (teachers.join(scores, on="trace_id", how="inner").group_by("teacher")
+                 .agg(pl.col(m).mean().alias(column_name(m)) for m in metrics))
+        base = base.join(means, on="teacher", how="left")
+    registered = [m.name for m in metrics_from("rewards") if not m.family]
+    missing = [c for c in registered if c not in base.columns]
+    base = base.with_columns(pl.lit(None, pl.Float64).alias(c) for c in missing)
+    extra = [c for c in base.columns if c not in ("teacher", *registered)]
+    return base.select("teacher", *registered, *extra).sort("teacher")
 
 
 def pearson_ci(x: np.ndarray, y: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED) -> tuple[

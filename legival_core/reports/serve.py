@@ -2,15 +2,20 @@
 
 `GET /` is `index.html` built from the store (same page as the report, `live: true`);
 `GET /api/traces?teacher=&dataset=` lists every trace of a cell, `GET /api/trace?id=` returns one
-trace's steps and rollouts as JSON. One thread serves requests, so the DuckDB connection is never
-shared between threads. Figures are rendered once at start into a temporary directory.
+trace's steps, grade and rollouts as JSON.
+
+Each connection is served on its own daemon thread (`ThreadingHTTPServer`) with a socket timeout, so
+a client that connects and sends nothing (or stalls mid-request) delays nobody and is dropped after
+`timeout` seconds. The page and its figures are built once at start; the per-request store reads share
+the one DuckDB connection, which is not thread-safe, so they run one at a time under a lock.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -20,8 +25,18 @@ from legival_core.reports.data import ReportConfig
 from legival_core.reports.plots import write_plots
 from legival_core.store import Store
 
+SOCKET_TIMEOUT_S = 30.0
+"""Seconds a connection may stay silent (before or during a request) before the server drops it."""
 
-def make_server(store: Store, port: int = 8765, config: ReportConfig | None = None) -> HTTPServer:
+
+class DashboardServer(ThreadingHTTPServer):
+    """One daemon thread per connection: an open connection never blocks shutdown."""
+
+    daemon_threads = True
+
+
+def make_server(store: Store, port: int = 8765, config: ReportConfig | None = None,
+                timeout: float = SOCKET_TIMEOUT_S) -> DashboardServer:
     """The page is `compute_report`'s, the same code path as `legival report` (one dashboard)."""
     config = config or ReportConfig()
     tau, model = config.tau, config.model
@@ -29,18 +44,32 @@ def make_server(store: Store, port: int = 8765, config: ReportConfig | None = No
     with tempfile.TemporaryDirectory() as tmp:
         write_plots(data, Path(tmp))
         page = dashboard_html(data, store, live=True, image_dir=Path(tmp)).encode("utf-8")
+    store_lock = threading.Lock()
+    socket_timeout = timeout
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = socket_timeout  # StreamRequestHandler puts it on each connection's socket
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            try:
+                self._get()
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):
+                self.close_connection = True
+            except Exception as e:  # a failed store read answers 500; the server keeps serving
+                self._send(500, "application/json", json.dumps({"error": type(e).__name__}).encode())
+
+        def _get(self) -> None:
             url = urlparse(self.path)
             q = {k: v[0] for k, v in parse_qs(url.query).items()}
             if url.path in ("/", "/index.html"):
                 self._send(200, "text/html; charset=utf-8", page)
             elif url.path == "/api/traces":
-                rows = trace_list(store, q.get("teacher"), q.get("dataset"))
+                with store_lock:
+                    rows = trace_list(store, q.get("teacher"), q.get("dataset"))
                 self._send(200, "application/json", safe_json(rows).encode("utf-8"))
             elif url.path == "/api/trace" and "id" in q:
-                found = trace_details(store, [q["id"]], tau, model).get(q["id"])
+                with store_lock:
+                    found = trace_details(store, [q["id"]], tau, model).get(q["id"])
                 if found is None:
                     self._send(404, "application/json", json.dumps({"error": "no such trace"}).encode())
                 else:
@@ -60,4 +89,4 @@ def make_server(store: Store, port: int = 8765, config: ReportConfig | None = No
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             return
 
-    return HTTPServer(("127.0.0.1", port), Handler)
+    return DashboardServer(("127.0.0.1", port), Handler)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from legival_core.datasets.base import current_graders
 from legival_core.metrics.base import MetricInfo, all_metrics, stored_trace_metrics
+from legival_core.segment import SEGMENTER_VERSION
 from legival_core.spec import Efficiency
 from legival_core.store import Store
 from legival_core.store import planner as plan_reads
@@ -36,7 +37,7 @@ def trace_table(store: Store, config: Efficiency) -> pl.DataFrame:
     import polars as pl
 
     graders = current_graders(plan_reads.stored_datasets(store))
-    table = reads.trace_grades(store, graders)
+    table = reads.trace_grades(store, graders, SEGMENTER_VERSION)
     stored = stored_trace_metrics()
     keys = pl.DataFrame(
         {"metric": [m.name for m in stored], "params": [canonical_json(m.params(config)) for m in stored],

@@ -46,6 +46,15 @@ class RewardModelSpec:
         env = os.environ.get("LEGIVAL_RM_" + "".join(c if c.isalnum() else "_" for c in self.name).upper())
         return env or self.path or self.model
 
+    def metric_names(self) -> list[str]:
+        """The stored metric names: `rm:<name>` (scalar), `rm:<name>:min|mean|last` (PRM)."""
+        base = f"rm:{self.name}"
+        return [f"{base}:{a}" for a in PRM_AGGREGATES] if self.kind == "prm" else [base]
+
+    def columns(self) -> list[str]:
+        """The teacher_metrics.csv columns: `rm_<name>[_<aggregate>]`."""
+        return ["rm_" + m.removeprefix("rm:").replace(":", "_") for m in self.metric_names()]
+
     def params(self) -> dict[str, Any]:
         p: dict[str, Any] = {"model": self.model, "max_length": self.max_length, "truncation": "drop_head"}
         if self.kind == "prm":

@@ -6,13 +6,17 @@ run    grades them (pure: no store), in chunks, and hands the whole file back as
 commit writes the file's problems, traces and grades in ONE transaction.
 
 A bad line therefore either stops the import with an error naming file, line and field, leaving the
-store exactly as it was, or (with `skip_bad`) is skipped and listed. Trace ids are content hashes,
-so importing the same file twice adds nothing. The generate stage stores its traces through the same
+store exactly as it was, or (with `skip_bad`) is skipped and listed. A line that contradicts the
+store or an earlier line is a bad line too (never silently dropped): a problem redefined with another
+question, gold or choices, or a record's own `trace_id` field given to another trace. Trace ids are
+content hashes, so importing the same file twice adds nothing, and a line repeating a trace of the
+same file is counted (`duplicate_records`), not stored twice. The generate stage stores its traces through the same
 stage (`ingest_records`: in-memory records instead of a file).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +39,8 @@ from legival_core.stages.trace_records import (
 )
 from legival_core.store import Store
 from legival_core.store import planner as reads
-from legival_core.types import Grade
+from legival_core.store.ingest import StoredTrace, damaged_store_errors, stored_problems, traces_by_own_id
+from legival_core.types import Grade, Problem
 
 __all__ = ["IngestError", "IngestStage", "IngestSummary", "ParsedLine", "TraceRecord", "ingest_file",
            "ingest_records", "parse_record", "read_records"]
@@ -51,6 +56,8 @@ class IngestSummary:
     new_traces: int = 0
     already_stored: int = 0
     new_problems: int = 0
+    duplicate_records: int = 0
+    """Records repeating a trace already in this file (the same trace id): stored once, not an error."""
     bad_lines: list[str] = field(default_factory=list)
     disagreements: int = 0
     disagreement_examples: list[str] = field(default_factory=list)
@@ -65,6 +72,7 @@ class IngestSummary:
             "new_traces": self.new_traces,
             "already_stored": self.already_stored,
             "new_problems": self.new_problems,
+            "duplicate_records": self.duplicate_records,
             "bad_lines": len(self.bad_lines),
             "label_disagreements": self.disagreements,
             "unparsed": self.unparsed,
@@ -97,25 +105,35 @@ class IngestStage:
 
     def plan(self, store: Store) -> Plan[ParsedLine, IngestSummary]:
         name = str(self.path)
-        if self.records is None and not self.path.exists():
-            raise IngestError(name, 0, "<file>", "no such file")
         unit = "row" if self.records is None and is_parquet(self.path) else "line"
         summary = IngestSummary(file=name)
-        parsed: dict[str, ParsedLine] = {}
+        lines: list[ParsedLine] = []
+        errors: list[IngestError] = []
         source = numbered(self.records) if self.records is not None else read_records(self.path)
         for line, rec in source:
             summary.lines += 1
             try:
                 if isinstance(rec, IngestError):
                     raise rec
-                p = parse_record(rec, name, line, self.teacher, unit)
+                lines.append(parse_record(rec, name, line, self.teacher, unit))
             except IngestError as e:
-                if not self.skip_bad:
-                    raise
-                summary.bad_lines.append(str(e))
+                errors.append(e)
+        with damaged_store_errors(store):
+            conflicts = find_conflicts(store, lines, name, unit)
+        errors = sorted([*errors, *conflicts.values()], key=lambda e: e.line)
+        if errors and not self.skip_bad:
+            raise errors[0]
+        summary.bad_lines = [str(e) for e in errors]
+        parsed: dict[str, ParsedLine] = {}
+        for p in lines:
+            if p.line in conflicts:
                 continue
-            parsed.setdefault(p.trace.trace_id, p)
-        stored = reads.existing_trace_ids(store, list(parsed))
+            if p.trace.trace_id in parsed:
+                summary.duplicate_records += 1
+                continue
+            parsed[p.trace.trace_id] = p
+        with damaged_store_errors(store):
+            stored = reads.existing_trace_ids(store, list(parsed))
         summary.already_stored = len(stored)
         fresh = [p for tid, p in parsed.items() if tid not in stored]
         return Plan(fresh, summary, total=len(fresh))
@@ -143,12 +161,107 @@ class IngestStage:
                         f"line {p.line} ({p.trace.problem_id}): file says {p.source_correct}, "
                         f"we say {g.correct} (extracted {g.extracted!r})"
                     )
-        with store.transaction():
+        with damaged_store_errors(store), store.transaction():
             s.new_problems += store.insert_rows(
                 "problems", dedupe_problems([problem_row(r.parsed.problem) for r in results])).inserted
             s.new_traces += store.insert_rows("traces", [trace_row(r.parsed, s.file) for r in results]).inserted
             store.insert_rows("grades", [grade_row(r.parsed.trace.trace_id, r.grader, r.grade) for r in results])
         return len(results)
+
+
+# ------------------------------------------------------------------------------------------ conflicts
+
+
+def find_conflicts(store: Store, lines: Sequence[ParsedLine], file: str, unit: str = "line") -> dict[int, IngestError]:
+    """line -> the error of each line that contradicts the store or an earlier line of the same file:
+    a problem redefined (another question, gold or choices) or a record's own `trace_id` given to
+    another trace. The store is the reference for what it holds; otherwise the first line that
+    defines a problem (or uses an own id) is."""
+    conflicts: dict[int, IngestError] = {}
+    keys = list(dict.fromkeys((p.problem.dataset, p.problem.problem_id) for p in lines))
+    stored = {k: Problem(k[0], k[1], v.question, v.gold, tuple(json.loads(v.choices)) if v.choices else ())
+              for k, v in stored_problems(store, keys).items()}
+    first: dict[tuple[str, str], ParsedLine] = {}
+    for p in lines:
+        key = (p.problem.dataset, p.problem.problem_id)
+        ref = stored.get(key)
+        earlier = None if ref is not None else first.setdefault(key, p)
+        if ref is None and earlier is not None:
+            ref = earlier.problem
+        problem = _problem_conflict(ref, p, None if earlier is None or earlier is p else earlier.line)
+        if problem is not None:
+            field_name, message = problem
+            conflicts[p.line] = IngestError(file, p.line, field_name, message, unit)
+    own = [p for p in lines if p.own_id is not None and p.line not in conflicts]
+    if own:
+        held = traces_by_own_id(store, [p.own_id for p in own if p.own_id is not None])
+        first_own: dict[str, ParsedLine] = {}
+        for p in own:
+            assert p.own_id is not None
+            other = next((t for t in held.get(p.own_id, []) if t.trace_id != p.trace.trace_id), None)
+            if other is not None:
+                conflicts[p.line] = IngestError(
+                    file, p.line, "trace_id", f"trace id {p.own_id!r} is stored for another trace "
+                    f"({_trace_diff(other, p)} differ)", unit)
+                continue
+            before = first_own.setdefault(p.own_id, p)
+            if before.trace.trace_id != p.trace.trace_id:
+                conflicts[p.line] = IngestError(
+                    file, p.line, "trace_id", f"trace id {p.own_id!r} was given at line {before.line} of this "
+                    f"file to another trace ({_trace_diff(_identity(before), p)} differ)", unit)
+    return conflicts
+
+
+def _problem_conflict(ref: Problem | None, p: ParsedLine, earlier_line: int | None) -> tuple[str, str] | None:
+    """(field, message) when `p` defines its problem differently from `ref` (None: no conflict)."""
+    if ref is None:
+        return None
+    q_field, g_field = p.fields
+    new = p.problem
+    for field_name, what, a, b in (
+        (g_field, "gold", ref.gold, new.gold),
+        (q_field, "question", ref.question, new.question),
+        ("choices", "choices", json.dumps(list(ref.choices)), json.dumps(list(new.choices))),
+    ):
+        if a == b:
+            continue
+        shown_a, shown_b = _snippets(a, b)
+        if earlier_line is None:
+            return field_name, f"problem {new.problem_id} is stored with {what} {shown_a}, this file says {shown_b}"
+        return field_name, (f"problem {new.problem_id} has {what} {shown_a} at line {earlier_line} of this file, "
+                            f"this line says {shown_b}")
+    return None
+
+
+def _snippets(a: str, b: str, width: int = 60) -> tuple[str, str]:
+    """Two differing texts as quoted snippets: whole when short, else around the first difference."""
+    def quote(x: str) -> str:
+        return "'" + x.replace("\n", "\\n") + "'"
+
+    if len(a) <= width and len(b) <= width:
+        return quote(a), quote(b)
+    i = next((j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - 20)
+
+    def cut(x: str) -> str:
+        part = x[lo : i + width - 20]
+        return ("..." if lo else "") + quote(part)[1:-1] + ("..." if i + width - 20 < len(x) else "")
+
+    return f"'{cut(a)}' (from character {i + 1})", f"'{cut(b)}'"
+
+
+def _identity(p: ParsedLine) -> StoredTrace:
+    t = p.trace
+    return StoredTrace(t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, t.answer_text)
+
+
+def _trace_diff(a: StoredTrace, p: ParsedLine) -> str:
+    t = p.trace
+    parts = [name for name, x, y in (("model", a.teacher, t.teacher), ("dataset", a.dataset, t.dataset),
+                                      ("problem_id", a.problem_id, t.problem_id),
+                                      ("reasoning", a.reasoning, t.reasoning),
+                                      ("answer text", a.answer_text, t.answer_text)) if x != y]
+    return ", ".join(parts) or "content"
 
 
 def _no_worker() -> None:

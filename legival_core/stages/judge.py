@@ -16,6 +16,8 @@ judge rubric are skipped and counted (`skipped_no_rubric`), never judged with an
 
 Online path (`JudgeStage`): the requests go to `judge.judge_many` in chunks, and each chunk's results
 are committed in one transaction as soon as it finishes, so a crash loses at most the chunk in flight.
+One circuit breaker (`judges.breaker`) spans the chunks of a run: when the endpoint cannot be reached,
+the first traces fail fast and the rest are not sent (nothing stored for them: `not_sent`).
 Batch path (a provider batch API): `judge_batch.py`, crash-safe (each job is recorded as soon as it
 is created, and a rerun resumes recorded jobs before submitting anything).
 
@@ -32,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from legival_core.judges.base import BaseJudge, Breaker
 from legival_core.judges.factory import judge_info, make_judge
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S, JudgeError, JudgeRequest
 from legival_core.metrics.backtracking import BACKTRACKING
@@ -108,10 +111,15 @@ class JudgeChunk:
     """Judge one chunk of requests with the worker's judge (concurrently, inside `judge_many`)."""
 
     ticker: _Ticker | None = None
+    breaker: Breaker | None = None
 
     def __call__(self, judge: AnyJudge, reqs: Sequence[JudgeRequest]) -> list[Judged]:
         t = self.ticker
-        results = judge.judge_many(reqs, progress=t.at(t.base) if t is not None else None)
+        progress = t.at(t.base) if t is not None else None
+        if self.breaker is not None and isinstance(judge, BaseJudge):
+            results = judge.judge_many(reqs, progress=progress, breaker=self.breaker)
+        else:
+            results = judge.judge_many(reqs, progress=progress)
         if t is not None:
             t.base += len(reqs)
         return judged(reqs, results)
@@ -121,7 +129,7 @@ class JudgeChunk:
 class JudgeStage:
     """Judge, online, the selected traces that have no result for this judge (module docstring).
     `chunk_size` (default 4 x the judge's concurrency, at least 32) is the commit unit; `progress`
-    also ticks inside a chunk."""
+    also ticks inside a chunk. Each `run` has one circuit breaker over all its chunks."""
 
     judge: AnyJudge
     limit: int | None = None
@@ -132,6 +140,7 @@ class JudgeStage:
     progress: Progress | None = None
     name: str = "judge"
     needs: tuple[str, ...] = ("segment",)
+    breaker: Breaker | None = None
 
     @property
     def requires(self) -> tuple[SegmentStage]:
@@ -146,11 +155,15 @@ class JudgeStage:
     def run(self, units: Sequence[JudgeRequest], executor: Executor) -> Iterator[list[Judged]]:
         size = self.chunk_size or max(32, 4 * int(getattr(getattr(self.judge, "limits", None), "concurrency", 8)))
         ticker = _Ticker(self.progress, len(units)) if self.progress is not None else None
-        return executor.run(Work(Given(self.judge), JudgeChunk(ticker), size), units)
+        self.breaker = self.judge.new_breaker() if isinstance(self.judge, BaseJudge) else None
+        return executor.run(Work(Given(self.judge), JudgeChunk(ticker, self.breaker), size), units)
 
     def commit(self, store: Store, results: Sequence[Judged], plan: Plan[Any, JudgeSummary]) -> int:
+        """Store a chunk's results; the traces the breaker held back count as done for progress."""
         store_results(store, self.judge, plan.summary, results)
-        return len(results)
+        held = self.breaker.not_sent if self.breaker is not None else 0
+        newly_held, plan.summary.not_sent = held - plan.summary.not_sent, held
+        return len(results) + newly_held
 
 
 # ------------------------------------------------------------------------------------- entry points
@@ -206,7 +219,9 @@ def run_judge(
 
     A judge that calls no model (`lexical`) ensures its stored rows (`ensure_lexical`); an LLM judge
     is built by the registry's factory and runs `judge_missing` with the section's limit and cost
-    cap. Errors: MissingAPIKey (a JudgeError) without a key (unless `estimate_only`), ValueError for
+    cap. Failed calls do not raise: the summary counts them (`failed`, `not_sent`, `first_failure`;
+    `every_call_failed`, `failure_note()`), and the caller decides (`legival judge` exits 2 when
+    every call failed). Errors: MissingAPIKey (a JudgeError) without a key (unless `estimate_only`), ValueError for
     `batch` with a judge without a batch API, CostLimitExceeded above `cfg.max_cost_usd`; messages
     are scrubbed of the judge's secrets."""
     info = judge_info(cfg.name)
@@ -217,9 +232,11 @@ def run_judge(
     judge = make_judge(cfg.name, model=cfg.model, base_url=cfg.base_url, concurrency=cfg.concurrency,
                        rpm=cfg.rpm, prices=prices, estimate_only=estimate_only)
     try:
-        return judge_missing(store, judge, cfg.limit, progress, cfg.max_cost_usd, batch,
-                             estimate_only=estimate_only, retry_failed=retry_failed, wait=wait,
-                             poll_interval_s=poll_interval_s)
+        s = judge_missing(store, judge, cfg.limit, progress, cfg.max_cost_usd, batch,
+                          estimate_only=estimate_only, retry_failed=retry_failed, wait=wait,
+                          poll_interval_s=poll_interval_s)
+        s.first_failure = judge.scrub(s.first_failure)
+        return s
     except Exception as e:
         scrubbed = judge.scrub(str(e))
         if scrubbed != str(e):

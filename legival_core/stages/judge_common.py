@@ -37,7 +37,9 @@ ESTIMATE_CHUNK = 1000
 class JudgeSummary:
     """What one run did. `judge_calls` counts traces sent to the judge this run (one judgement each;
     retries and repair re-asks are in `retries`/`repaired`); `cached` counts selected traces that
-    already had a result for this judge key."""
+    already had a result for this judge key; `not_sent` the traces the run's circuit breaker held back
+    (the endpoint could not be reached: nothing is stored for them, they stay to do);
+    `first_failure` the (scrubbed) reason of the first failed trace."""
 
     judge: str
     model: str
@@ -49,6 +51,8 @@ class JudgeSummary:
     ok: int = 0
     failed: int = 0
     overflow: int = 0
+    not_sent: int = 0
+    first_failure: str = ""
     retries: int = 0
     repaired: int = 0
     dropped_out_of_range: int = 0
@@ -68,8 +72,26 @@ class JudgeSummary:
         d["estimated_cost_usd"] = round(self.estimated_cost_usd, 6)
         return d
 
+    @property
+    def every_call_failed(self) -> bool:
+        """Traces were sent and none got a judgement (`legival judge` exits 2)."""
+        return self.judge_calls > 0 and self.failed >= self.judge_calls
+
+    def failure_note(self) -> str:
+        """One line on what failed, for stderr ('' when nothing did): the first reason and the counts."""
+        if not self.failed and not self.not_sent:
+            return ""
+        traces = f"{self.judge_calls} trace{'s' if self.judge_calls != 1 else ''}"
+        held = f", {self.not_sent} not sent" if self.not_sent else ""
+        reason = self.first_failure or "no reason recorded"
+        if self.every_call_failed:
+            return f"judge {self.judge}: every call failed: {reason} ({traces} tried{held})"
+        return f"judge {self.judge}: {self.failed} of {traces} failed{held}; first reason: {reason}"
+
     def add(self, results: Sequence[JudgeResult]) -> None:
         for r in results:
+            if r.status == "failed" and not self.first_failure:
+                self.first_failure = r.reason or "no reason given"
             self.judge_calls += r.windows > 0
             self.ok += r.status == "ok"
             self.failed += r.status == "failed"

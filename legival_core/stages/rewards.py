@@ -71,8 +71,7 @@ class RewardSummary:
 
 
 def metric_names(spec: RewardModelSpec) -> list[str]:
-    base = f"rm:{spec.name}"
-    return [f"{base}:{a}" for a in PRM_AGGREGATES] if spec.kind == "prm" else [base]
+    return spec.metric_names()
 
 
 def traces_to_score(store: Store, spec: RewardModelSpec, limit: int | None = None) -> list[TraceInput]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from legival_core.grading.records import LineProblem, jsonl_records
 from legival_core.registry import UnknownName, canonical_name
 from legival_core.thinking import split_thinking
 from legival_core.types import Grade, Problem, Trace, canonical_json
@@ -25,8 +26,16 @@ class IngestError(ValueError):
 
     def __init__(self, file: str, line: int, field: str, message: str, unit: str = "line") -> None:
         self.file, self.line, self.field, self.message, self.unit = file, line, field, message, unit
-        super().__init__(f"{file}:{line}: field '{field}': {message}" if unit == "line" else
-                         f"{file} row {line}: field '{field}': {message}")
+        if unit == "file":  # the whole file is unusable (missing, a directory, not Parquet): no line
+            super().__init__(f"{file}: {message}")
+        else:
+            super().__init__(f"{file}:{line}: field '{field}': {message}" if unit == "line" else
+                             f"{file} row {line}: field '{field}': {message}")
+
+
+def file_error(file: str, message: str) -> IngestError:
+    """An error about the whole file (it cannot be read at all), not one of its lines."""
+    return IngestError(file, 0, "<file>", message, unit="file")
 
 
 class TraceRecord(BaseModel):
@@ -64,6 +73,10 @@ class ParsedLine:
     problem: Problem
     trace: Trace
     source_correct: bool | None
+    fields: tuple[str, str] = ("problem", "gold_answer")
+    """The record's own names of the question and gold fields (errors name the field as written)."""
+    own_id: str | None = None
+    """The record's own `trace_id` field, when it carries one (it must name one trace only)."""
 
 
 def is_parquet(path: Path) -> bool:
@@ -71,32 +84,34 @@ def is_parquet(path: Path) -> bool:
 
 
 def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:
-    """(line number, record or the error for that line), for JSONL and Parquet files."""
+    """(line number, record or the error for that line), for JSONL and Parquet files. A file that
+    cannot be read at all (missing, a directory, not Parquet) raises a file-level `IngestError`
+    before anything is yielded."""
     name = str(path)
+    if not path.exists():
+        raise file_error(name, "no such file")
+    if path.is_dir():
+        raise file_error(name, "is a directory, not a trace file (give the JSONL or Parquet files in it)")
     if is_parquet(path):
-        import pyarrow.parquet as pq
-
-        for i, rec in enumerate(pq.read_table(path).to_pylist(), start=1):
-            yield i, rec
+        yield from enumerate(_parquet_rows(path), start=1)
         return
-    data = path.read_bytes()
-    for i, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            yield i, IngestError(name, i, "<encoding>", f"invalid UTF-8 byte 0x{raw[e.start]:02x} at column {e.start + 1}")
-            continue
-        try:
-            rec = json.loads(text)
-        except json.JSONDecodeError as e:
-            yield i, IngestError(name, i, "<json>", f"malformed JSON: {e.msg} at column {e.colno}")
-            continue
-        if not isinstance(rec, dict):
-            yield i, IngestError(name, i, "<json>", "each line must be a JSON object")
-            continue
-        yield i, rec
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise file_error(name, f"cannot read it ({e.strerror or e})") from None
+    for i, rec in jsonl_records(data):
+        yield i, IngestError(name, i, rec.field, rec.message) if isinstance(rec, LineProblem) else rec
+
+
+def _parquet_rows(path: Path) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    except (pa.ArrowException, OSError) as e:
+        raise file_error(str(path), f"not a readable Parquet file ({e})") from None
+    return rows
 
 
 def numbered(records: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:
@@ -132,10 +147,28 @@ def parse_record(
     else:
         raise IngestError(file, line, "reasoning", "required field is missing (or give a raw 'response')", unit)
     extra = {k: v for k, v in rec.items() if k not in _KNOWN_FIELDS}
-    provenance = canonical_json({"file": Path(file).name, "line": line, **extra})
+    try:
+        provenance = canonical_json({"file": Path(file).name, "line": line, **extra})
+    except RecursionError:
+        deep = next((k for k, v in extra.items() if _too_deep(v)), "<record>")
+        raise IngestError(file, line, deep, "nested too deeply to store", unit) from None
     problem = Problem(dataset, r.problem_id, r.question, r.gold, tuple(r.choices or ()))
     trace = Trace(r.teacher, dataset, r.problem_id, reasoning, answer_text, truncated, provenance)
-    return ParsedLine(line, problem, trace, r.correct)
+    fields = ("question" if "question" in rec and "problem" not in rec else "problem",
+              "gold" if "gold" in rec and "gold_answer" not in rec else "gold_answer")
+    own = rec.get("trace_id")
+    if own is not None and (isinstance(own, bool) or not isinstance(own, str | int) or own == ""):
+        raise IngestError(file, line, "trace_id", f"expected a non-empty string, got {repr(own)[:60]}", unit)
+    own_id = None if own is None else str(own)
+    return ParsedLine(line, problem, trace, r.correct, fields, own_id)
+
+
+def _too_deep(value: Any) -> bool:
+    try:
+        canonical_json(value)
+    except RecursionError:
+        return True
+    return False
 
 
 # ------------------------------------------------------------------------------------------ rows

@@ -8,7 +8,8 @@
 Everything else calls these typed functions (layers checked by import-linter, `make check`).
 """
 
-from legival_core.store.db import InsertCounts, Store, StoreLocked, StoreMissing
+from legival_core.store.db import InsertCounts, Store, StoreError, StoreLocked, StoreMissing, StoreUnreadable
 from legival_core.store.schema import SCHEMA_VERSION, TABLES
 
-__all__ = ["SCHEMA_VERSION", "TABLES", "InsertCounts", "Store", "StoreLocked", "StoreMissing"]
+__all__ = ["SCHEMA_VERSION", "TABLES", "InsertCounts", "Store", "StoreError", "StoreLocked", "StoreMissing",
+           "StoreUnreadable"]

@@ -1,6 +1,11 @@
 """The dashboard's read model: the trace browser's lists and one trace's steps, similarities,
-backtracking flags and student rollouts (the static page embeds a sample; `legival serve` asks per
-request)."""
+backtracking flags, grade and student rollouts (the static page embeds a sample; `legival serve`
+asks per request).
+
+`graders` is a frame (dataset, grader) naming the current grader key of each dataset (the report
+layer decides it, `legival_core.datasets.base.current_graders`): a trace's grade is the one stored
+under that key, never an older grader version's.
+"""
 
 from __future__ import annotations
 
@@ -14,28 +19,31 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-def trace_list(store: Store, teacher: str | None = None, dataset: str | None = None,
+def trace_list(store: Store, graders: pl.DataFrame, teacher: str | None = None, dataset: str | None = None,
                per_cell: int | None = None) -> pl.DataFrame:
-    """Traces for the browser: id, teacher, dataset, problem, correct, number of rollouts. With
-    `per_cell`, the first `per_cell` per (teacher, dataset), traces with rollouts first (stable order)."""
-    return store._query(
-        """
-        WITH r AS (SELECT trace_id, count(*) AS n_rollouts FROM rollouts GROUP BY trace_id),
-        g AS (SELECT trace_id, bool_or(correct) AS correct FROM grades GROUP BY trace_id),
-        t AS (
-            SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, g.correct,
-                   coalesce(r.n_rollouts, 0) AS n_rollouts,
-                   row_number() OVER (PARTITION BY t.teacher, t.dataset
-                                      ORDER BY coalesce(r.n_rollouts, 0) = 0, t.problem_id, t.trace_id) AS rn
-            FROM traces t LEFT JOIN r USING (trace_id) LEFT JOIN g USING (trace_id)
-            WHERE (? IS NULL OR t.teacher = ?) AND (? IS NULL OR t.dataset = ?)
+    """Traces for the browser: id, teacher, dataset, problem, correct (current grader; null when not
+    graded by it), number of rollouts. With `per_cell`, the first `per_cell` per (teacher, dataset),
+    traces with rollouts first (stable order)."""
+    with store._bound("_graders", graders.to_arrow()):
+        return store._query(
+            """
+            WITH r AS (SELECT trace_id, count(*) AS n_rollouts FROM rollouts GROUP BY trace_id),
+            t AS (
+                SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, g.correct,
+                       coalesce(r.n_rollouts, 0) AS n_rollouts,
+                       row_number() OVER (PARTITION BY t.teacher, t.dataset
+                                          ORDER BY coalesce(r.n_rollouts, 0) = 0, t.problem_id, t.trace_id) AS rn
+                FROM traces t LEFT JOIN r USING (trace_id)
+                LEFT JOIN _graders cg ON cg.dataset = t.dataset
+                LEFT JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader
+                WHERE (? IS NULL OR t.teacher = ?) AND (? IS NULL OR t.dataset = ?)
+            )
+            SELECT trace_id, teacher, dataset, problem_id, correct, n_rollouts FROM t
+            WHERE ? IS NULL OR rn <= ?
+            ORDER BY teacher, dataset, problem_id, trace_id
+            """,
+            [teacher, teacher, dataset, dataset, per_cell, per_cell],
         )
-        SELECT trace_id, teacher, dataset, problem_id, correct, n_rollouts FROM t
-        WHERE ? IS NULL OR rn <= ?
-        ORDER BY teacher, dataset, problem_id, trace_id
-        """,
-        [teacher, teacher, dataset, dataset, per_cell, per_cell],
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +58,22 @@ class TraceRows:
     rollouts: pl.DataFrame
 
 
-def trace_rows(store: Store, trace_ids: Sequence[str], model: str, segmenter: str, lexical_metric: str) -> TraceRows:
+def trace_rows(store: Store, trace_ids: Sequence[str], graders: pl.DataFrame, model: str, segmenter: str,
+               lexical_metric: str) -> TraceRows:
+    """`base` has the trace, its problem (question, gold) and its grade by the current grader
+    (`grader`, `extracted`, `correct`, `grade_status`; null where that grader stored nothing)."""
     ids = list(trace_ids)
-    return TraceRows(
-        base=store._query_ids(ids, """
+    with store._bound("_graders", graders.to_arrow()):
+        base = store._query_ids(ids, """
             SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, t.answer_text,
-                   p.question, p.gold
+                   p.question, p.gold, cg.grader, g.extracted, g.correct, g.status AS grade_status
             FROM traces t JOIN _ids USING (trace_id)
             LEFT JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id
-            """),
+            LEFT JOIN _graders cg ON cg.dataset = t.dataset
+            LEFT JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader
+            """)
+    return TraceRows(
+        base=base,
         steps=store._query_ids(ids,
             "SELECT s.trace_id, s.idx, s.start_char, s.end_char FROM steps s JOIN _ids USING (trace_id) "
             "WHERE s.segmenter = ? ORDER BY s.trace_id, s.idx", [segmenter]),

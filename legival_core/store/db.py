@@ -31,12 +31,49 @@ class InsertCounts:
     inserted: int
 
 
-class StoreLocked(RuntimeError):
+class StoreError(RuntimeError):
+    """A store that cannot be opened; the message says what is wrong with the path."""
+
+
+class StoreLocked(StoreError):
     """Another process holds the file (DuckDB allows one process per file)."""
 
 
-class StoreMissing(FileNotFoundError):
+class StoreMissing(StoreError, FileNotFoundError):
     """A command that reads a store was given a path where there is none."""
+
+
+class StoreUnreadable(StoreError):
+    """The path is not a usable DuckDB store: not a DuckDB file, truncated, a directory, not writable."""
+
+
+def _open_error(path: Path, e: Exception) -> StoreError:
+    """Say what is wrong: another process (a lock), or the file itself (never guess the lock)."""
+    text = str(e)
+    low = text.lower()
+    if "lock" in low and ("conflicting" in low or "could not set lock" in low):
+        return StoreLocked(f"cannot open {path}: another process holds it (DuckDB allows one process per file); "
+                           "stop the other legival process using it, or use another --db")
+    if "not a valid duckdb database file" in low:
+        return StoreUnreadable(f"{path}: not a DuckDB store (the file exists but is not a DuckDB database)")
+    if "could not read enough bytes" in low or "corrupt" in low or "checksum" in low:
+        return StoreUnreadable(f"{path}: the DuckDB store is damaged or truncated ({text.removeprefix('IO Error: ')})")
+    if "is a directory" in low:
+        return StoreUnreadable(f"{path}: is a directory, not a DuckDB store file")
+    if "permission denied" in low or "read-only file system" in low:
+        return StoreUnreadable(f"{path}: cannot write there ({text.removeprefix('IO Error: ')}); "
+                               "commands that only read the store open it read-only")
+    return StoreUnreadable(f"cannot open {path}: {text}")
+
+
+_DAMAGE = ("could not read enough bytes", "corrupt", "checksum")
+
+
+def _damage_error(path: Path, e: Exception) -> StoreError | None:
+    """The `StoreUnreadable` of a damaged file met after opening (a truncated store opens, and fails only
+    when a query reaches its missing pages); None for any other error."""
+    low = str(e).lower()
+    return _open_error(path, e) if any(m in low for m in _DAMAGE) else None
 
 
 class Store:
@@ -51,19 +88,22 @@ class Store:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreMissing(f"{self.path}: no such store (create one with `legival ingest` or `legival run`)")
-        if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise StoreUnreadable(f"{self.path}: is a directory, not a DuckDB store file")
         try:
+            if not read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self.con: duckdb.DuckDBPyConnection = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as e:
-            raise StoreLocked(
-                f"cannot open {self.path}: {e}. DuckDB allows one process per file; "
-                "stop the other legival process using it (or use another --db)."
-            ) from e
+        except (duckdb.Error, OSError) as e:
+            raise _open_error(self.path, e) from e
         self.read_only = read_only
         if not read_only:
-            self._run(DDL)
-            self._run("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+            try:
+                self._run(DDL)
+                self._run("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
+            except duckdb.Error as e:
+                self.con.close()
+                raise _open_error(self.path, e) from e
 
     def close(self) -> None:
         self.con.close()
@@ -126,13 +166,28 @@ class Store:
     def _run(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute a statement and drain its result (DuckDB 2 refuses new work on a connection
         while a result is pending)."""
-        return self.con.execute(sql, list(params or [])).fetchall()
+        import duckdb
+
+        try:
+            return self.con.execute(sql, list(params or [])).fetchall()
+        except duckdb.Error as e:
+            err = _damage_error(self.path, e)
+            if err is None:
+                raise
+            raise err from e
 
     def _query(self, sql: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
         """A read query as a polars frame (parameters bound, never formatted into the SQL)."""
+        import duckdb
         import polars as pl
 
-        table = self.con.sql(sql, params=list(params or [])).to_arrow_table()
+        try:
+            table = self.con.sql(sql, params=list(params or [])).to_arrow_table()
+        except duckdb.Error as e:
+            err = _damage_error(self.path, e)
+            if err is None:
+                raise
+            raise err from e
         return pl.from_arrow(table)  # type: ignore[return-value]
 
     def _with_ids(self, ids: Sequence[str], sql: str, params: Sequence[Any] | None = None,

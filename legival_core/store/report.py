@@ -16,18 +16,21 @@ if TYPE_CHECKING:
     import polars as pl
 
 
-def trace_grades(store: Store, graders: pl.DataFrame) -> pl.DataFrame:
-    """One row per trace with its grade by the current grader of its dataset (null where none)."""
+def trace_grades(store: Store, graders: pl.DataFrame, segmenter: str) -> pl.DataFrame:
+    """One row per trace with its grade by the current grader of its dataset and its step count `m`
+    under `segmenter` (null where not graded / not segmented yet)."""
     with store._bound("_graders", graders.to_arrow()):
         return store._query(
             """
             SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.truncated, t.source_correct,
-                   g.correct, g.status AS grade_status, g.extracted, g.groups_correct
+                   g.correct, g.status AS grade_status, g.extracted, g.groups_correct, c.m
             FROM traces t
             LEFT JOIN _graders cg ON cg.dataset = t.dataset
             LEFT JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader
+            LEFT JOIN step_counts c ON c.trace_id = t.trace_id AND c.segmenter = ?
             ORDER BY t.teacher, t.dataset, t.problem_id, t.trace_id
-            """
+            """,
+            [segmenter],
         )
 
 
@@ -160,3 +163,24 @@ def rm_rows(store: Store, code_version: str) -> pl.DataFrame:
     return store._query(
         "SELECT trace_id, metric, value FROM trace_metrics WHERE metric LIKE 'rm:%' AND status = 'ok' "
         "AND code_version = ?", [code_version])
+
+
+def metric_status_counts(store: Store) -> dict[tuple[str, str, str], dict[str, object]]:
+    """(teacher, dataset, stored metric) -> {"ok": rows with a value, "unavailable": rows whose model
+    is not installed, "reason": one such row's detail, "n": all rows}; monitor verdicts under the
+    metric name "monitor". What the report's coverage needs to tell "not run" from "unavailable"."""
+    rows = store._run(
+        """
+        SELECT t.teacher, t.dataset, x.metric,
+               count(*) FILTER (WHERE x.status = 'ok' AND x.value IS NOT NULL) AS ok,
+               count(*) FILTER (WHERE x.status = 'unavailable') AS unavailable,
+               any_value(x.detail) FILTER (WHERE x.status = 'unavailable') AS detail,
+               count(*) AS n
+        FROM trace_metrics x JOIN traces t USING (trace_id)
+        GROUP BY t.teacher, t.dataset, x.metric
+        UNION ALL
+        SELECT teacher, dataset, 'monitor', count(*) FILTER (WHERE status <> 'overflow'), 0, NULL, count(*)
+        FROM monitor_results GROUP BY teacher, dataset
+        """
+    )
+    return {(t, d, m): {"ok": ok, "unavailable": un, "detail": detail, "n": n} for t, d, m, ok, un, detail, n in rows}

@@ -49,22 +49,111 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
     assert added["rollouts_generated"] == after["r1-qwen-7b"] > 0
     assert added["rollouts_cached"] == first["rollouts_total"]
 
+    # Each run has its own artifacts: the overall progress (done) and the shards' (a rerun in the
+    # same process creates new ones instead of updating the first run's).
+    from tasks.progress import artifact_key
+
+    run_key, shard_key = "benchmark-legival", artifact_key("gpt-oss-20b x gsm8k x scripted")
+    by_key = _artifacts([run_key, shard_key, "ranking-legival"])
+    assert [float(a.data) for a in by_key[run_key]] == [100.0] * 3
+    assert {a.flow_run_id for a in by_key[run_key]} == {a.flow_run_id for a in by_key["ranking-legival"]}
+    assert len(by_key[shard_key]) == 3 and len({a.flow_run_id for a in by_key[shard_key]}) == 3
+    latest = max(by_key["ranking-legival"], key=lambda a: a.created)
+    assert "| r1-qwen-7b |" in str(latest.data) and "| teacher | accuracy" in str(latest.data)
+
+
+def _artifacts(keys: list[str]) -> dict[str, list]:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as c:
+        arts = c.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys)))
+    return {k: [a for a in arts if a.key == k] for k in keys}
+
 
 def test_progress_artifact_per_shard(tmp_path: Path) -> None:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     from flows.transfer import transfer
     from tasks.progress import artifact_key
 
     spec = write_spec(tmp_path, ["gpt-oss-20b"])
-    res = transfer(spec=str(spec))
+    res = transfer(spec=str(spec))  # an empty store: nothing to roll out, the artifact says 0 / 0
     key = artifact_key("gpt-oss-20b x gsm8k x scripted")
-    with get_client(sync_client=True) as c:
-        arts = c.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+    assert key == "transfer-gpt-oss-20b-x-gsm8k-x-scripted"
+    arts = _artifacts([key])[key]
     assert arts, f"no artifact {key}"
-    assert arts[0].type == "progress" and float(str(arts[0].data)) == 100.0
-    assert f"{res['rollouts_total']} / {res['rollouts_total']}" in (arts[0].description or "")
+    art = max(arts, key=lambda a: a.created)  # this run's (earlier tests made their own)
+    assert art.type == "progress" and float(str(art.data)) == 100.0
+    assert f"{res['rollouts_total']} / {res['rollouts_total']}" in (art.description or "")
+    with get_client(sync_client=True) as c:
+        run = c.read_flow_run(art.flow_run_id)
+    assert run.name == "transfer legival" and {"spec:legival", "teacher:gpt-oss-20b"} <= set(run.tags)
+
+
+def test_small_shards_commit_per_trace(tmp_path: Path) -> None:
+    """A shard of fewer traces than `traces_per_chunk` (the demo's 17-rollout shard: 2 traces, one
+    chunk) commits once per trace, so its progress moves, while a chunk keeps about 8 rollouts (a
+    7-rollout shard stays one batch) and a large shard keeps its chunk size (batching)."""
+    from legival_core.spec import student_config
+    from legival_core.stages.base import run_stage
+    from legival_core.stages.ingest import ingest_file
+    from legival_core.stages.transfer import TransferStage
+    from legival_core.store import Store
+    from legival_core.transfer.students import make_student_backend
+    from tasks.transfer import ShardStage, shard_chunk
+    from tests.flows._orchestration import small_traces
+
+    cases = [(2, 17, 2), (2, 7, 2), (3, 27, 4), (4, 16, 4), (50, 850, 16), (1000, 17000, 16), (0, 0, 4)]
+    assert [shard_chunk(*c) for c in cases] == [1, 2, 1, 2, 6, 16, 4]
+    config = student_config(name="s", backend="scripted-demo", model="scripted-demo-v1", max_new_tokens=24)
+    with Store(tmp_path / "s.duckdb") as store:
+        ingest_file(store, small_traces(tmp_path / "traces.jsonl"))
+        calls: list[tuple[int, int]] = []
+        stage = ShardStage(TransferStage(config, limit=1, traces_per_chunk=4, backend=make_student_backend(config)))
+        s = run_stage(stage, store, None, lambda done, total: calls.append((done, total)))
+    assert s.transfer_traces == 3 and s.rollouts_total >= 3 * 8 and stage.inner.traces_per_chunk == 1
+    assert len(calls) == 4 and calls[0][0] == 0 and calls[-1] == (s.rollouts_total, s.rollouts_total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_run_progress_counts_stages_rollouts_and_time() -> None:
+    from tasks.progress import RunProgress
+
+    now = [0.0]
+    p = RunProgress("demo", ["ingest", "efficiency", "transfer", "aggregate"], shards_expected=2,
+                    labels={"aggregate": "report"}, clock=lambda: now[0])
+    assert p.percent() == 0.0 and "stage 1 / 4: ingest" in p.describe() and "not known yet" in p.describe()
+    now[0] = 10.0
+    p.stage_done("ingest")
+    now[0] = 30.0
+    p.stage_done("efficiency")  # typical other stage: 15 s
+    p.shard("a", 5, 10, committed=0)  # 5 cached
+    now[0] = 40.0
+    p.shard("a", 9, 10, committed=4)  # 4 rollouts in 10 s
+    p.shard("b", 0, 10, committed=0)
+    assert p.rollouts() == (9, 20) and p.percent() == round(100 * (2 + 9 / 20) / 4, 2)
+    assert p.time_left() == pytest.approx(11 / 0.4 + 15)  # 11 rollouts at 0.4/s, then the report at a typical 15 s
+    assert "rollouts 9 / 20" in p.describe() and "elapsed 40s" in p.describe()
+    p.stage_done("transfer")
+    p.stage_done("aggregate")
+    assert p.percent() == 100.0 and p.describe().startswith("demo: done, 4 / 4 stages")
+
+
+def test_rank_table_markdown(tmp_path: Path) -> None:
+    from tasks.monitor import ranking_markdown
+
+    (tmp_path / "teacher_metrics.csv").write_text(
+        "teacher,accuracy,rank_accuracy,token_len_median,rank_token_len_median,sotu,on_pareto_frontier\n"
+        "t-b,0.5,2,120.0,1,,false\n"
+        "t-a,0.9375,1,300.5,2,,true\n")
+    md = ranking_markdown("demo", tmp_path, str(tmp_path / "index.html"))
+    lines = md.splitlines()
+    head = next(i for i, x in enumerate(lines) if x.startswith("| teacher"))
+    assert lines[head] == "| teacher | accuracy ↑ | token_len_median ↓ | Pareto |"
+    assert lines[head + 2] == "| t-a | 0.938 (1) | 300.5 (2) | yes |"
+    assert lines[head + 3] == "| t-b | 0.500 (2) | 120.0 (1) |  |"
+    assert f"`{tmp_path / 'index.html'}`" in md
 
 
 def test_stage_flows_standalone(tmp_path: Path) -> None:

@@ -135,3 +135,15 @@ def test_prefect_yaml_is_what_the_builder_writes() -> None:
     cfg = yaml.safe_load((REPO / "prefect.yaml").read_text())
     ref = cfg["deployments"][0]["parameters"]["spec"]
     assert (REPO / "prefect.yaml").read_text() == render_prefect_yaml(load_spec(REPO / ref), ref)
+
+
+def test_every_worker_runs_one_flow_run_at_a_time() -> None:
+    """One worker per store with `--limit 1` (docs/runbook.md: DuckDB allows one writing process per
+    file): the runbook's commands, infra/prefect/setup.sh and the Kubernetes worker agree."""
+    texts = [INFRA / "prefect" / "setup.sh", REPO / "docs" / "runbook.md"]
+    starts = [line for p in texts for line in p.read_text().splitlines()
+              if "worker start" in line and not line.lstrip().startswith("#")]
+    assert len(starts) >= 2 and all("--limit 1" in line for line in starts), starts
+    (worker,) = [d for d in _docs(INFRA / "prefect" / "worker.yaml") if d["kind"] == "Deployment"]
+    cmd = worker["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert cmd[cmd.index("--limit") + 1] == "1"

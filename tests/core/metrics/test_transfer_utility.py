@@ -348,7 +348,7 @@ def _trace_frame(keys: list[tuple[str, str, str]]):  # type: ignore[no-untyped-d
     cols: dict[str, object] = {
         "trace_id": [f"{t}-{r}" for t, _d, r in keys], "teacher": [t for t, _d, _r in keys],
         "dataset": [d for _t, d, _r in keys], "problem_id": [r for _t, _d, r in keys],
-        "truncated": [False] * n, "correct": [True] * n, "grade_status": ["ok"] * n,
+        "truncated": [False] * n, "correct": [True] * n, "grade_status": ["ok"] * n, "m": [2] * n,
     }
     frame = pl.DataFrame(cols)
     for m in stored_trace_metrics():

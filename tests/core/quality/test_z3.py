@@ -371,3 +371,45 @@ def test_published_acs_reproduced_all_80() -> None:
     elapsed = time.perf_counter() - t0
     print(f"reproduced {80 - len(mismatched)}/80 (acs, ear, acs_t, S, tracks) in {elapsed:.1f}s")
     assert mismatched == []  # no documented exceptions: all 80 match
+
+
+# --------------------------------------------------------------------------- bad records and options
+
+
+def test_a_constant_too_large_for_a_float_is_a_skipped_step_not_a_crash() -> None:
+    good = ir_of([st("s1", "x", 3), se("s2", "final_answer", "add", v("x"), c(1)), eq("s3", v("final_answer"), c(4))],
+                 "x final_answer")
+    huge = ir_of([st("s1", "x", 10**400), eq("s2", v("final_answer"), c(10**400))], "x final_answer")
+    out = list(verify_records([{"id": 1, "ir": good}, {"id": 2, "ir": huge}, {"id": 3, "ir": good}]))
+    assert [r["z3_status"] for r in out] == ["sat", "empty", "sat"]
+    assert len(out[1]["z3_skipped_steps"]) == 2 and all("number too large" in s for s in out[1]["z3_skipped_steps"])
+    assert "(401 characters)" in out[1]["z3_skipped_steps"][0]  # the message shows a cut, not 400 digits
+    strict = list(verify_records([{"ir": huge}], strict=True))[0]
+    assert strict["z3_status"] == "invalid_ir" and "number too large" in strict["z3_error"]
+    assert json.dumps(out)
+
+
+def test_answer_text_with_more_digits_than_python_reads() -> None:
+    ir = ir_of([st("s1", "x", 3), se("s2", "final_answer", "add", v("x"), c(1))], "x final_answer")
+    for text in ("#### " + "9" * 5000, "the answer is " + "9" * 5000, "9" * 5000):
+        row = list(verify_records([{"ir": ir, "answer": text}]))[0]
+        assert row["z3_status"] == "sat" and row["z3_answer"] is None and row["fas0"] is None
+
+
+def test_an_ir_nested_too_deeply_is_invalid() -> None:
+    expr: dict[str, Any] = v("x")
+    for _ in range(5000):
+        expr = {"op": "add", "left": expr, "right": c(1)}
+    deep = ir_of([{"track": "s1", "op": "set_expr", "var": "y", "expr": expr}], "x y")
+    rows = list(verify_records([{"id": 1, "ir": deep}, {"id": 2, "ir": SHORTCUT_IR}]))
+    assert rows[0]["z3_status"] == "invalid_ir" and "nested too deeply" in rows[0]["z3_error"]
+    assert rows[1]["z3_status"] == "sat"
+
+
+@pytest.mark.parametrize("timeout_ms", [0, -1])
+def test_a_timeout_below_one_ms_is_refused(timeout_ms: int) -> None:
+    """Z3 reads 0 as "no limit": a nonlinear IR would run forever."""
+    with pytest.raises(ValueError, match="timeout_ms must be a positive"):
+        verify_records([{"ir": SHORTCUT_IR}], timeout_ms=timeout_ms)
+    with pytest.raises(ValueError, match="timeout_ms must be a positive"):
+        verify_ir(parse_ir(SHORTCUT_IR), timeout_ms=timeout_ms)

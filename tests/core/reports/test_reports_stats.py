@@ -249,7 +249,7 @@ def test_no_rollouts_leaves_transfer_columns_empty() -> None:
         "trace_id": ["x", "y"], "teacher": ["a", "b"], "dataset": ["gsm8k"] * 2, "problem_id": ["p", "p"],
         "truncated": [False, False], "source_correct": [None, None], "correct": [True, False],
         "grade_status": ["ok", "ok"], "extracted": ["1", "2"], "groups_correct": [None, None],
-        "token_len": [10, 20], "step_len": [2, 0], "redundancy": [0.0, 0.0], "backtracking": [0.5, 0.0],
+        "token_len": [10, 20], "step_len": [2, 0], "m": [2, 0], "redundancy": [0.0, 0.0], "backtracking": [0.5, 0.0],
         "backtracking_method": ["lexical", "lexical"]},
         schema_overrides={"source_correct": pl.Boolean, "groups_correct": pl.Int32})))
     students = pl.DataFrame(schema={"six": pl.Int64, "student_key": pl.Utf8, "student": pl.Utf8})

@@ -253,3 +253,110 @@ def test_grade_stage_commits_per_chunk_and_resumes(store: Store, monkeypatch: py
     s = run_stage(GradeStage(chunk=7), store)
     assert (s.missing, s.graded, s.unknown_datasets) == (66, 66, ["retired"])
     assert rows(store, "SELECT count(*) FROM grades WHERE grader = ?", current) == [(80,)]
+
+
+# ------------------------------------------------------------------------ conflicts, duplicates, files
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"gold_answer": "64", "response": "\\boxed{64}"}, "gold_answer", "is stored with gold '5', this file says '64'"),
+        ({"gold": "64", "gold_answer": None}, "gold", "is stored with gold '5', this file says '64'"),
+        ({"problem": "What is 2 + 4?"}, "problem", "is stored with question 'What is 2 + 3?', this file says 'What is 2 + 4?'"),
+        ({"choices": ["A", "B"]}, "choices", "is stored with choices '[]', this file says '[\"A\", \"B\"]'"),
+    ],
+)
+def test_a_problem_redefined_against_the_store_is_an_error(
+    store: Store, tmp_path: Path, change: dict, field: str, says: str
+) -> None:
+    ingest_file(store, _write(tmp_path / "a.jsonl", [json.dumps(_rec())]))
+    before = _snapshot(store)
+    redefined = {k: v for k, v in _rec(model="t2", **change).items() if v is not None}
+    f = _write(tmp_path / "b.jsonl", [json.dumps(_rec(model="t3")), json.dumps(redefined)])
+    with pytest.raises(IngestError) as e:
+        ingest_file(store, f)
+    assert (e.value.line, e.value.field) == (2, field)
+    assert str(e.value) == f"{f}:2: field '{field}': problem gsm8k-test-0 {says}"
+    assert _snapshot(store) == before
+    s = ingest_file(store, f, skip_bad=True)  # skipped and listed, never silently dropped
+    assert (s.new_traces, s.new_problems, len(s.bad_lines)) == (1, 0, 1) and s.bad_lines[0] == str(e.value)
+    assert rows(store, "SELECT question, gold FROM problems") == [("What is 2 + 3?", "5")]
+
+
+def test_a_problem_redefined_within_one_file_is_an_error(store: Store, tmp_path: Path) -> None:
+    long_q = "Tom has nine apples and buys nine more at the market on Sunday. How many apples now?"
+    f = _write(tmp_path / "a.jsonl", [json.dumps(_rec(problem=long_q)), json.dumps(_rec(model="t2")),
+                                      json.dumps(_rec(model="t3", problem=long_q.replace("nine more", "ten more")))])
+    with pytest.raises(IngestError) as e:
+        ingest_file(store, f)
+    assert (e.value.line, e.value.field) == (2, "problem")
+    assert "problem gsm8k-test-0 has question 'Tom has nine" in str(e.value) and "at line 1 of this file" in str(e.value)
+    assert "(from character 1)" in str(e.value)
+    assert store.count("traces") == store.count("problems") == 0
+
+
+def test_identical_duplicate_records_are_counted_not_an_error(store: Store, tmp_path: Path) -> None:
+    line = json.dumps(_rec())
+    s = ingest_file(store, _write(tmp_path / "a.jsonl", [line, json.dumps(_rec(model="t2")), line, line]))
+    assert (s.lines, s.new_traces, s.duplicate_records, s.bad_lines) == (4, 2, 2, [])
+    assert s.as_dict()["duplicate_records"] == 2
+    again = ingest_file(store, _write(tmp_path / "b.jsonl", [line]))
+    assert (again.already_stored, again.duplicate_records) == (1, 0)
+
+
+def test_a_record_trace_id_names_one_trace_only(store: Store, tmp_path: Path) -> None:
+    ingest_file(store, _write(tmp_path / "a.jsonl", [json.dumps(_rec(trace_id="r1"))]))
+    before = _snapshot(store)
+    other = _write(tmp_path / "b.jsonl", [json.dumps(_rec(trace_id="r1", response="The answer is \\boxed{5}!"))])
+    with pytest.raises(IngestError) as e:
+        ingest_file(store, other)
+    assert e.value.field == "trace_id" and "'r1' is stored for another trace (answer text differ)" in str(e.value)
+    twice = _write(tmp_path / "c.jsonl", [json.dumps(_rec(model="t2", trace_id=7)), json.dumps(_rec(model="t3", trace_id=7))])
+    with pytest.raises(IngestError) as e:
+        ingest_file(store, twice)
+    assert e.value.line == 2 and "'7' was given at line 1 of this file to another trace (model differ)" in str(e.value)
+    assert _snapshot(store) == before
+    assert ingest_file(store, _write(tmp_path / "d.jsonl", [json.dumps(_rec(trace_id="r1"))])).already_stored == 1
+
+
+def test_unreadable_files_are_file_errors(store: Store, tmp_path: Path) -> None:
+    (tmp_path / "dir.jsonl").mkdir()
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not parquet")
+    for path, says in ((tmp_path / "dir.jsonl", "is a directory"), (tmp_path / "bad.parquet", "not a readable Parquet"),
+                       (tmp_path / "none.jsonl", "no such file")):
+        with pytest.raises(IngestError) as e:
+            ingest_file(store, path, skip_bad=True)
+        assert str(e.value).startswith(f"{path}: {says}")
+    assert store.count("traces") == 0
+
+
+@pytest.mark.parametrize("line", ["[" * 5000, '{"n": ' + "1" * 5000 + "}"])
+def test_unreadable_json_is_a_bad_line(store: Store, tmp_path: Path, line: str) -> None:
+    f = _write(tmp_path / "a.jsonl", [json.dumps(_rec()), line])
+    with pytest.raises(IngestError) as e:
+        ingest_file(store, f)
+    assert (e.value.line, e.value.field) == (2, "<json>") and store.count("traces") == 0
+    s = ingest_file(store, f, skip_bad=True)
+    assert s.new_traces == 1 and len(s.bad_lines) == 1 and ":2: field '<json>'" in s.bad_lines[0]
+
+
+def test_a_bom_at_the_start_is_accepted(store: Store, tmp_path: Path) -> None:
+    f = _write(tmp_path / "a.jsonl", [b"\xef\xbb\xbf" + json.dumps(_rec()).encode(), json.dumps(_rec(model="t2"))])
+    assert ingest_file(store, f).new_traces == 2
+
+
+def test_a_truncated_store_raises_store_unreadable(tmp_path: Path) -> None:
+    from legival_core.store import StoreUnreadable
+
+    full = tmp_path / "full.duckdb"
+    with Store(full) as s:
+        ingest_file(s, SAMPLE)
+    cut = tmp_path / "cut.duckdb"
+    cut.write_bytes(full.read_bytes()[: int(full.stat().st_size * 0.75)])
+    try:
+        store = Store(cut)
+    except StoreUnreadable:
+        pytest.skip("this DuckDB version reports the damage when the file is opened")
+    with store, pytest.raises(StoreUnreadable, match="damaged or truncated"):
+        ingest_file(store, _write(tmp_path / "a.jsonl", [json.dumps(_rec())]))

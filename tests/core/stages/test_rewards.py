@@ -119,7 +119,14 @@ def test_stage_rows_unavailable_then_scored_and_correlations(store: Store, tiny_
     assert run_rewards(store, [RewardModelSpec("tiny", "tiny", path=str(tiny_rm))]).models[0].scored == 0
 
     cols = teacher_columns(store)
-    assert cols.columns == ["teacher", "rm_tiny"] and cols.height == 3
+    # every registered RM column is there (empty: not run here), then the RM that was run
+    from legival_core.metrics.base import metrics_from
+    from legival_core.rewards.models import DEFAULT_MODELS
+
+    registered = [m.name for m in metrics_from("rewards") if not m.family]
+    assert sorted(registered) == sorted(c for spec in DEFAULT_MODELS for c in spec.columns())
+    assert cols.columns == ["teacher", *registered, "rm_tiny"] and cols.height == 3
+    assert all(cols[c].null_count() == 3 for c in registered)
     corr = rm_correlations(store, n_boot=50)
     acc = corr.filter((corr["level"] == "model") & (corr["metric"] == "accuracy") & (corr["subset"] == "all"))
     assert acc.height == 1 and acc["n"][0] == 3 and acc["spearman"][0] is not None
