@@ -41,7 +41,9 @@ def server(tmp_path_factory):
     port = _free_port()
     api = f"http://127.0.0.1:{port}/api"
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": api,
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_UI_ENABLED": "false", "HF_HUB_OFFLINE": "1",
+           # a loaded CI machine: let SQLite wait for its lock rather than answer 503 after 10 s
+           "PREFECT_SERVER_DATABASE_TIMEOUT": "60"}
     log = open(home / "server.log", "wb")  # noqa: SIM115  (outlives this block: the server writes to it)
     p = subprocess.Popen([*PREFECT, "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                          env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -60,6 +62,24 @@ def server(tmp_path_factory):
     finally:
         _stop(p)
         log.close()
+
+
+class _RetryOn503(httpx.HTTPTransport):
+    """Retries what the Prefect server marks retryable (503: its SQLite database was busy, as on a
+    loaded CI machine), as Prefect's own client does; a raw httpx client would fail the test."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for attempt in range(10):
+            response = super().handle_request(request)
+            if response.status_code != 503 or attempt == 9:
+                return response
+            response.close()
+            time.sleep(min(0.5 * 2**attempt, 5.0))
+        raise AssertionError("unreachable")
+
+
+def _api_client(api: str) -> httpx.Client:
+    return httpx.Client(base_url=api, timeout=30, transport=_RetryOn503())
 
 
 def _cli(env: dict[str, str], *args: str) -> str:
@@ -109,7 +129,7 @@ def test_deploy_and_run_on_local_server(server, tmp_path: Path) -> None:
     _cli(env, "work-pool", "create", pool, "--type", "process")
     _cli(env, "deploy", "--all", "--prefect-file", str(prefect_file))
 
-    c = httpx.Client(base_url=api, timeout=30)
+    c = _api_client(api)
     dep = c.get("/deployments/name/benchmark/benchmark").raise_for_status().json()
     assert dep["entrypoint"] == "flows/benchmark.py:benchmark"
     assert [s["schedule"]["cron"] for s in dep["schedules"]] == ["0 3 * * 1"]
