@@ -36,13 +36,12 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     from legival_core.reports.stage import build_reports
     from legival_core.spec import load_spec
     from legival_core.stages.efficiency import compute_efficiency
-    from legival_core.stages.ingest import ingest_file
+    from legival_core.stages.ingest import ingest_file, select_records
     from legival_core.stages.judge import run_judge
     from legival_core.stages.quality import compute_quality
     from legival_core.stages.transfer import run_transfer
     from legival_core.store import Store
     from legival_core.transfer.students import make_student_backend
-    from tasks.stages import _selected
 
     s = load_spec(spec_path)
     totals: dict[str, Any] = {"rollouts_total": 0, "rollouts_generated": 0}
@@ -52,7 +51,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     with Store(db) as store, tempfile.TemporaryDirectory() as tmp:
         for t in s.teachers:
             for p in t.traces:
-                src = _selected(p, t.select, Path(tmp)) if t.select else p
+                src = select_records(p, t.select, Path(tmp)) if t.select else p
                 ingest_file(store, src, teacher=t.name)
         lap("ingest")
         compute_efficiency(store, s.efficiency)

@@ -19,6 +19,8 @@ from tasks.stages import (
     grade_task,
     ingest_teacher_task,
     judge_task,
+    plan_task,
+    plan_vs_actual,
     quality_task,
 )
 
@@ -27,7 +29,9 @@ from tasks.stages import (
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
     """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) -> grade
-    (what the current graders have not graded) -> efficiency -> transfer (subflow, one task per shard) -> judge -> quality -> aggregate. When this
+    (what the current graders have not graded) -> efficiency -> plan (`legival plan` on the store: an
+    artifact, and `plan_vs_actual` in the summary) -> transfer (subflow, one task per shard) -> judge ->
+    quality -> aggregate. When this
     run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
     runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
     which a fully cached rerun would feel). The run carries the spec and teacher tags, an overall
@@ -58,12 +62,14 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
             from tasks.transfer import prewarm
 
             prewarm([s.student_config(st) for st in s.students], s.execution)  # overlaps efficiency
-        summary["efficiency"] = efficiency_task(dbp, s.efficiency)
+        summary["efficiency"] = efficiency_task(dbp, s.efficiency, s.execution)
         lap("efficiency")
         tr: dict[str, Any] = {"rollouts_total": 0, "rollouts_cached": 0, "rollouts_generated": 0, "engines_loaded": 0}
         if s.transfer.enabled:
+            planned = plan_task(dbp, s, teachers)
             runner: Any = ThreadPoolTaskRunner(max_workers=s.execution.max_concurrent_shards)
             tr = transfer.with_options(task_runner=runner)(spec, db=dbp, teachers=teachers)
+            summary["plan_vs_actual"] = plan_vs_actual(planned, tr)
         summary.update({k: v for k, v in tr.items() if k != "shards"})
         lap("transfer")
         summary["judge_calls"] = judge_task(dbp, s.judge)["judge_calls"] if s.judge.enabled else 0

@@ -14,4 +14,4 @@ def efficiency(spec: str, db: str | None = None) -> dict[str, Any]:
     """Lengths, redundancy and lexical backtracking for every trace that lacks them."""
     s, dbp, _ = load_run(spec, db)
     with driver_session(), tagged(s):
-        return efficiency_task(dbp, s.efficiency)
+        return efficiency_task(dbp, s.efficiency, s.execution)

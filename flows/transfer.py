@@ -31,5 +31,6 @@ def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None
         # transfer in the benchmark flow do not share the CPUs with idle engines and Ray's daemons.
         shutdown_pools()
     totals = {k: sum(x[k] for x in shards) for k in
-              ("rollouts_total", "rollouts_cached", "rollouts_generated", "forced", "overflow", "decode_tokens")}
+              ("rollouts_total", "rollouts_cached", "rollouts_generated", "forced", "overflow", "prompt_tokens",
+               "decode_tokens")}
     return {**totals, "engines_loaded": engines, "shards": shards}

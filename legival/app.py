@@ -62,11 +62,12 @@ def settings(section: type[M], **values: Any) -> M:
 
 
 def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | None,
-                     only_generating: bool = False) -> tuple[BenchmarkSpec, Path]:
+                     only_generating: bool = False, create: bool = True) -> tuple[BenchmarkSpec, Path]:
     """What every spec-driven command checks before a flow starts, exiting with a readable error:
     the spec validates, every chosen teacher that generates has its problems file (so a run fails
     before any model loads), and the store (`--db`, else the spec's) is not locked by another
-    process. `only_generating`: the chosen teachers must generate (`legival generate --spec`)."""
+    process. `only_generating`: the chosen teachers must generate (`legival generate --spec`).
+    `create=False` (a dry run): the store is not created, and only checked when it exists."""
     import os
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -86,8 +87,10 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     except SpecError as e:
         fail(str(e))
     db_path = (db or s.store).resolve()
+    if not create and not db_path.exists():
+        return s, db_path
     try:
-        Store(db_path).close()
+        Store(db_path, read_only=not create).close()
     except StoreError as e:
         fail(str(e))
     return s, db_path

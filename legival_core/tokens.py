@@ -18,6 +18,11 @@ def _encoding():  # type: ignore[no-untyped-def]
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
+def encoding():  # type: ignore[no-untyped-def]
+    """The cl100k_base encoding (tiktoken), loaded once."""
+    return _encoding()
+
+
 def token_len(text: str) -> int:
     return len(_encoding().encode(text, disallowed_special=()))
 

@@ -9,11 +9,18 @@ in order): its prefix cache sees a trace's prefixes shortest first. Units of one
 Workers build their state lazily (`work.setup`, e.g. a `LazyBackend`): an engine that gets no work
 never loads its model, and the pool itself starts no actor (and no Ray) until there is work. Pools are
 keyed by `work.key` (the student) and live for the flow run, shared by its shard tasks. Resources
-(`num_gpus`, `num_cpus`) come from the spec's `execution` section and are set here, at the call site.
+(`num_gpus`, `num_cpus`) and the preferred nodes (`engine_labels`) come from the spec's `execution`
+section and are set here, at the call site.
+
+A lost engine (its process, or its node, died) is recreated and the chunks it had not returned are
+submitted again, in their order, to the new engine (wherever Ray places it: a preferred node if one is
+alive, else any node with room); a chunk's results are yielded once, from the call that returned them,
+so nothing is committed twice. `execution.retries` bounds the losses of one engine in one run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -82,6 +89,15 @@ class WorkerActor:
             self.work.teardown(self.state)
 
 
+@dataclass(slots=True)
+class _Chunk:
+    """One actor call of a run: its engine, its position in that engine's order, its units."""
+
+    engine: int
+    index: int
+    units: Sequence[Any]
+
+
 @dataclass
 class EnginePool:
     """Actors for one `work.key`; `run` is the `Executor` interface."""
@@ -90,27 +106,50 @@ class EnginePool:
     actors: list[Any] = field(default_factory=list)
     warming: list[Any] = field(default_factory=list)
     nodes: dict[int, set[str]] = field(default_factory=dict)
+    replaced: int = 0
+    """Engines recreated after a loss (by any run of this pool)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def n_engines(self) -> int:
         return self.execution.max_concurrent_engines
 
+    def _new_actor(self, work: Work[Any, Any, Any], index: int) -> Any:
+        import ray
+
+        options: dict[str, Any] = {"num_cpus": self.execution.cpus_per_engine,
+                                   "num_gpus": self.execution.gpus_per_engine,
+                                   "max_concurrency": 1, "max_restarts": 0}
+        if self.execution.engine_labels:
+            # preferred, not required: with no live node carrying the labels (e.g. that node died),
+            # the empty fallback selector places the engine on any node with room
+            options["label_selector"] = dict(self.execution.engine_labels)
+            options["fallback_strategy"] = [{"label_selector": {}}]
+        return ray.remote(WorkerActor).options(**options).remote(work, index)
+
     def _ensure_actors(self, work: Work[Any, Any, Any]) -> list[Any]:
         if not self.actors:
             ensure_ray(self.execution)  # outside the lock: it waits for the Ray owner thread
         with self._lock:
             if not self.actors:
-                import ray
+                self.actors = [self._new_actor(work, i) for i in range(self.n_engines)]
+            return list(self.actors)
 
-                remote = ray.remote(WorkerActor).options(
-                    num_cpus=self.execution.cpus_per_engine,
-                    num_gpus=self.execution.gpus_per_engine,
-                    max_concurrency=1,
-                    max_restarts=0,
-                )
-                self.actors = [remote.remote(work, i) for i in range(self.n_engines)]
-            return self.actors
+    def _replace(self, work: Work[Any, Any, Any], engine: int, dead: Any, error: BaseException) -> Any:
+        """The live actor of `engine`: a new one if `dead` is still in the pool (another shard may
+        have replaced it already, or a failed run reset the pool)."""
+        import ray
+
+        with self._lock:
+            if not self.actors:
+                self.actors = [self._new_actor(work, i) for i in range(self.n_engines)]
+            elif self.actors[engine] is dead:
+                with contextlib.suppress(Exception):  # dead already, or cut off from its results
+                    ray.kill(dead)
+                self.actors[engine] = self._new_actor(work, engine)
+                self.replaced += 1
+                log.warning("engine %d of %s lost (%s); recreated", engine, work.key or "work", type(error).__name__)
+            return self.actors[engine]
 
     def prewarm(self, work: Work[Any, Any, Any]) -> None:
         """Start Ray and the engines and build their workers in the background (on the Ray owner
@@ -136,19 +175,29 @@ class EnginePool:
 
     def run(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> Iterator[list[Any]]:
         """Submit every chunk, then yield finished chunks' results as they arrive (`ray.wait`), so
-        the driver commits while the engines keep working."""
+        the driver commits while the engines keep working. A lost engine's unreturned chunks go to
+        a recreated engine (module docstring)."""
         import ray
 
         if not units:
             return
         actors = self._ensure_actors(work)
+        chunks = [[_Chunk(e, i, c) for i, c in enumerate(cs)] for e, cs in enumerate(self.route(work, units))]
+        calls: dict[Any, tuple[_Chunk, Any]] = {}  # ref -> (chunk, the actor it was submitted to)
+
+        def submit(chunk: _Chunk, actor: Any) -> Any:
+            ref = actor.process.remote(chunk.units)
+            calls[ref] = (chunk, actor)
+            return ref
+
         pending = []
-        routed = self.route(work, units)
         # interleave engines so that every engine starts at once
-        for i in range(max((len(c) for c in routed), default=0)):
-            for e, chunks in enumerate(routed):
-                if i < len(chunks):
-                    pending.append(actors[e].process.remote(chunks[i]))
+        for i in range(max((len(c) for c in chunks), default=0)):
+            for e, cs in enumerate(chunks):
+                if i < len(cs):
+                    pending.append(submit(cs[i], actors[e]))
+        returned: set[tuple[int, int]] = set()
+        losses = [0] * self.n_engines
         try:
             while pending:
                 ready, pending = ray.wait(pending, num_returns=1)
@@ -156,13 +205,38 @@ class EnginePool:
                     more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                     ready += more
                 results: list[Any] = []
-                for done in ray.get(ready):
+                lost: dict[int, tuple[Any, BaseException]] = {}
+                for ref in ready:
+                    chunk, actor = calls.pop(ref)
+                    try:
+                        done = ray.get(ref)
+                    except Exception as err:
+                        if not _actor_died(err):
+                            raise
+                        lost.setdefault(chunk.engine, (actor, err))
+                        continue
+                    returned.add((chunk.engine, chunk.index))
                     self.nodes.setdefault(done.engine, set()).add(done.node_id)
                     results += done.results
-                yield results
+                if results:  # committed before any lost chunk is resubmitted (or the run fails)
+                    yield results
+                for eng, (dead, error) in lost.items():
+                    losses[eng] += 1
+                    if losses[eng] > self.execution.retries:
+                        raise error
+                    actor = self._replace(work, eng, dead, error)
+                    # the engine's calls on a lost actor are abandoned (never yielded), and every
+                    # chunk of it not returned yet goes to the live actor, in order
+                    for r in [r for r in pending if calls[r][0].engine == eng and calls[r][1] is not actor]:
+                        del calls[r]
+                    pending = [r for r in pending if r in calls]
+                    live = {calls[r][0].index for r in pending if calls[r][0].engine == eng}
+                    pending += [submit(c, actor) for c in chunks[eng]
+                                if (eng, c.index) not in returned and c.index not in live]
         except BaseException as e:
             for ref in pending:
-                ray.cancel(ref)
+                with contextlib.suppress(Exception):  # a call on an actor that is gone
+                    ray.cancel(ref)
             if _actor_died(e):
                 self.reset()
             raise
@@ -268,7 +342,9 @@ def _init_ray(execution: Execution) -> None:
         # Ray starts workers at niceness 15 by default; here the engines ARE the work, so they must not
         # yield the CPU to every other process on a shared machine.
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
+        # address="local": always a new local Ray, never a cluster that happens to run on this
+        # machine (`ray start`, another test's nodes), which would refuse num_cpus anyway.
+        ray.init(address="local", num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=execution.ray_address, log_to_driver=False)
     _started_ray = True

@@ -145,6 +145,22 @@ def monitor_benchmark(spec: BenchmarkSpec, teachers: list[str], laps: Laps) -> I
             BOARD.end_run()
 
 
+def publish_plan(spec_name: str, markdown: str) -> Any:
+    """The run's plan (`legival plan`'s tables) as a markdown artifact on the current flow run."""
+    from prefect.context import FlowRunContext
+
+    if FlowRunContext.get() is None:
+        return None
+    try:
+        from prefect.artifacts import create_markdown_artifact
+
+        return create_markdown_artifact(markdown, key="plan-" + (slug(spec_name) or "run"),
+                                        description=f"{spec_name}: what this run computes and costs")
+    except Exception as e:  # noqa: BLE001  (display only)
+        log.warning("plan artifact not created: %s", e)
+        return None
+
+
 def ranking_key(spec_name: str) -> str:
     return "ranking-" + (slug(spec_name) or "run")
 

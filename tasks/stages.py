@@ -10,7 +10,6 @@ includes the flow-run id and would only add bookkeeping.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,10 +18,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from legival_core.spec import Efficiency, Judge, Quality, Teacher
+from legival_core.spec import BenchmarkSpec, Efficiency, Execution, Judge, Quality, Teacher
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
-from tasks.monitor import run_logger
+from tasks.monitor import publish_plan, run_logger
 from tasks.progress import BOARD
 
 
@@ -46,7 +45,7 @@ def ingest_teacher_task(db: str, teacher: Teacher) -> IngestResult:
 
 def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
     """Ingest a teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
-    from legival_core.stages.ingest import ingest_file
+    from legival_core.stages.ingest import ingest_file, select_records
 
     if teacher.generate is not None:
         raise GeneratingTeacher(
@@ -56,7 +55,7 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
     r = IngestResult(teacher.name)
     for path in teacher.traces:
         with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
-            src = _selected(path, teacher.select, Path(tmp)) if teacher.select else path
+            src = select_records(path, teacher.select, Path(tmp)) if teacher.select else path
             with locked_store(db) as store:
                 s = ingest_file(store, src, teacher=teacher.name)
         s.file = str(path)
@@ -128,37 +127,6 @@ def generate_teacher(db: str, teacher: Teacher, datasets: list[str]) -> Generate
     return r
 
 
-def _selected(path: Path, model: str, tmp: Path) -> Path:
-    """The records of one model from a file that holds several (`select:` in the spec), under the
-    same file name and at the same line numbers (the store records name and line as provenance)."""
-    out = tmp / path.name
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        t = pq.read_table(path)
-        col = "model" if "model" in t.column_names else "teacher"
-        pq.write_table(t.filter(pc.equal(t[col], model)), out)
-        return out
-    kept = 0
-    with path.open("rb") as src, out.open("wb") as dst:
-        for raw in src:
-            line = raw if raw.endswith(b"\n") else raw + b"\n"
-            try:
-                rec = json.loads(raw) if raw.strip() else None
-            except ValueError:
-                dst.write(line)  # ingest reports the bad line with its message
-                continue
-            if isinstance(rec, dict) and (rec.get("model") == model or rec.get("teacher") == model):
-                dst.write(line)
-                kept += 1
-            else:
-                dst.write(b"\n")  # blank: ingest skips it, and line numbers stay the original file's
-    if kept == 0:
-        raise ValueError(f"{path}: no record has model {model!r} (spec `select`)")
-    return out
-
-
 @task(name="grade", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient, task_run_name="grade")
 def grade_task(db: str) -> dict[str, Any]:
     """Grade every trace that has no grade by the current grader of its dataset (after a grader
@@ -174,10 +142,18 @@ def grade_task(db: str) -> dict[str, Any]:
 
 @task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
       task_run_name="efficiency")
-def efficiency_task(db: str, config: Efficiency) -> dict[str, Any]:
+def efficiency_task(db: str, config: Efficiency, execution: Execution | None = None) -> dict[str, Any]:
+    """On a Ray cluster (or with `efficiency.num_gpus` set) the embedding runs as Ray work: actors with
+    `num_gpus` = `efficiency.num_gpus` (default `execution.gpus_per_engine`); else in this process."""
     from legival_core.stages.efficiency import compute_efficiency
 
-    s = compute_efficiency(lambda: locked_store(db), config)
+    executor = None
+    if execution is not None and (execution.ray_address != "local" or config.num_gpus):
+        from tasks.engines import RayExecutor
+
+        gpus = execution.gpus_per_engine if config.num_gpus is None else config.num_gpus
+        executor = RayExecutor(execution.model_copy(update={"gpus_per_engine": gpus}))
+    s = compute_efficiency(lambda: locked_store(db), config, executor)
     BOARD.event("efficiency", **s.as_dict())
     _log_counts("efficiency", s.as_dict())
     return s.as_dict()
@@ -216,6 +192,30 @@ def quality_task(db: str, quality: Quality) -> dict[str, Any]:
     d: dict[str, Any] = s.as_dict()
     _log_counts(quality_run_name({"quality": quality}), d)
     return d
+
+
+@task(name="plan", cache_policy=NO_CACHE, task_run_name="plan")
+def plan_task(db: str, spec: BenchmarkSpec, teachers: list[str] | None) -> dict[str, Any]:
+    """`legival plan` inside the run, on the store itself once the traces are stored and segmented:
+    the plan's totals (compared with what the run did at its end) and a markdown artifact."""
+    from legival_core.plan.build import plan_benchmark
+    from legival_core.plan.render import markdown
+    from tasks.transfer import shard_chunk
+
+    with locked_store(db) as store:
+        p = plan_benchmark(spec, store, teachers=teachers, chunking=shard_chunk)
+    publish_plan(spec.name, markdown(p))
+    t = p.totals()
+    run_logger().info("plan: %d rollouts to generate (%d cached), %d prompt tokens (%d after prefix sharing), "
+                      "%d judge calls", t["rollouts_missing"], t["rollouts_cached"], t["prompt_tokens"],
+                      t["prompt_tokens_computed"], t["judge_calls"])
+    return t
+
+
+def plan_vs_actual(planned: dict[str, Any], transfer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Planned and generated rollouts and first-pass prompt tokens of this run."""
+    return {"rollouts": {"planned": planned["rollouts_missing"], "actual": transfer.get("rollouts_generated", 0)},
+            "prompt_tokens": {"planned": planned["prompt_tokens"], "actual": transfer.get("prompt_tokens", 0)}}
 
 
 @dataclass(slots=True)

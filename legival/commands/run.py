@@ -23,8 +23,15 @@ def run(
         "--teacher", help="Only ingest and roll out this teacher (repeatable); aggregates cover all.")] = None,
     progress_file: Annotated[Path | None, typer.Option(
         "--progress-file", help="Append JSON progress lines here (readable while the store is locked).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Only plan: print what the run would compute and cost (`legival plan`), store untouched.")] = False,
 ) -> None:
     """Run the benchmark spec: ingest or generate teacher traces, efficiency, transfer on Ray, judge, quality, reports."""
+    if dry_run:
+        from legival.commands.plan import print_plan
+
+        print_plan(spec, db, teacher or None, "run --dry-run")
+        return
     t0 = time.perf_counter()
     _, db_path = prepare_spec_run(spec, db, teacher or None)
     if progress_file is not None:

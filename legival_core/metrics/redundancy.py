@@ -51,7 +51,17 @@ def redundancy_sweep(max_prev: Sequence[float], thresholds: Sequence[float] = SW
 
 
 def redundancy_params(cfg: Efficiency) -> dict[str, Any]:
-    return {"model": cfg.model, "segmenter": SEGMENTER_VERSION, "tau": cfg.tau}
+    """What changes the value: model, segmenter, tau, and the embedding precision when not fp32 (fp32
+    keys stay as they were before precision existed)."""
+    p: dict[str, Any] = {"model": cfg.model, "segmenter": SEGMENTER_VERSION, "tau": cfg.tau}
+    if cfg.embed_precision != "fp32":
+        p["precision"] = cfg.embed_precision
+    return p
+
+
+def similarity_model(cfg: Efficiency) -> str:
+    """The `step_similarity.model` of cfg's r_i: the model, marked when its vectors are not fp32."""
+    return cfg.model if cfg.embed_precision == "fp32" else f"{cfg.model}#{cfg.embed_precision}"
 
 
 REDUNDANCY = TraceMetric("redundancy", REDUNDANCY_VERSION, redundancy_params)

@@ -40,7 +40,10 @@ class ReportConfig:
 
     @property
     def model(self) -> str:
-        return self.efficiency.model
+        """The embedding model whose r_i the report reads (marked when its vectors are int8)."""
+        from legival_core.metrics.redundancy import similarity_model
+
+        return similarity_model(self.efficiency)
 
 
 @dataclass(slots=True)

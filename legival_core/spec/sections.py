@@ -25,6 +25,29 @@ class Efficiency(Strict):
 
     tau: float = Field(default=0.8, gt=0.0, le=1.0, description="redundancy threshold (SPEC: 0.8)")
     model: str = Field(default=MINILM, min_length=1, description="sentence-embedding model id or local path")
+    embed_backend: str = Field(default="auto", description=(
+        "auto | torch | onnx | openvino: how sentences are embedded (auto: torch on a GPU, ONNX Runtime on a CPU); "
+        "fp32 backends agree within 1e-6, so it is never part of a key"))
+    embed_precision: str = Field(default="fp32", description=(
+        "fp32 | int8 (opt-in: ONNX Runtime dynamic quantisation, faster and approximate; its rows and "
+        "cached vectors are stored apart from fp32's; agreement in docs/orchestration.md)"))
+    num_gpus: float | None = Field(default=None, ge=0, description=(
+        "GPUs per embedding worker when the stage runs as Ray work on a cluster "
+        "(default: execution.gpus_per_engine)"))
+
+    @field_validator("embed_backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        from legival_core.embed import check_backend
+
+        return check_backend(v)
+
+    @field_validator("embed_precision")
+    @classmethod
+    def _precision(cls, v: str) -> str:
+        from legival_core.embed import check_precision
+
+        return check_precision(v)
 
 
 class Transfer(Strict):
@@ -97,8 +120,17 @@ class Execution(Strict):
     ray_address: str = Field(default="local", description="'local' starts Ray in-process; else 'auto' or ray://HOST:10001")
     local_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray (default: all)")
     gpus_per_engine: float = Field(default=0.0, ge=0)
+    accelerator: str | None = Field(default=None, min_length=1, description=(
+        "GPU kind of the engines for `legival plan`'s time estimate, a kind in configs/throughput.yaml "
+        "(e.g. h100-80gb); default: cpu when gpus_per_engine is 0"))
     cpus_per_engine: float = Field(default=1.0, gt=0)
     max_concurrent_engines: int = Field(default=1, ge=1)
+    engine_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Ray node labels the student engines prefer (e.g. {'legival.io/engine': 'student'}; a node "
+                    "gets them from `ray start --labels`); an engine goes to any node with room when no live "
+                    "node has them, e.g. after that node died (default: no preference)")
     traces_per_chunk: int = Field(default=4, ge=1)
     max_concurrent_shards: int = Field(default=4, ge=1)
-    retries: int = Field(default=2, ge=0)
+    retries: int = Field(default=2, ge=0, description="retries of a shard task after a transient failure; also how "
+                         "often one engine may be lost (and recreated) within a shard's run")

@@ -8,6 +8,11 @@ efficiency stage computes, per trace, the registered `TraceMetric`s with a `comp
 embedded in ONE batched call per chunk of traces, r_i is stored per step, and the redundancy row for
 the requested tau is derived from the stored r_i (a new tau needs no model). Each chunk commits in
 one transaction, so a crash loses at most one chunk and a rerun computes nothing.
+
+Embeddings go through the shared cache (`legival_core.embed`): `plan` reads the stored vectors of the
+sentences to embed, `run` embeds only the others (each distinct sentence once, on the spec's backend;
+the worker is a Ray actor when the executor is the Ray pool, with the spec's `num_gpus`), and
+`commit` stores the new vectors, which cohesion (same model) then reuses.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from legival_core.embed import embed
+from legival_core.embed import Embedder, embedding_key, sentence_hash, to_bytes
 from legival_core.metrics.base import MetricValue, TraceText, stored_trace_metrics
-from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy
+from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy, similarity_model
 from legival_core.segment import SEGMENTER_VERSION, sentence_spans
 from legival_core.spec import Efficiency
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, register_stage
@@ -90,6 +95,11 @@ class EfficiencySummary:
     length_rows: int = 0
     embedded_traces: int = 0
     embedded_sentences: int = 0
+    """Steps of the traces whose r_i were computed."""
+    encoded_sentences: int = 0
+    """Distinct sentences sent through the model (the rest came from the cache or were repeats)."""
+    cached_sentences: int = 0
+    """Distinct sentences whose vectors came from the embedding cache."""
     redundancy_rows: int = 0
     embed_seconds: float = 0.0
 
@@ -107,6 +117,8 @@ class EfficiencyUnit:
     metrics: tuple[str, ...]
     redundancy: bool
     known_r: tuple[float, ...] | None
+    cached: tuple[tuple[str, bytes], ...] = ()
+    """(sentence hash, stored vector) of its sentences found in the embedding cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +128,10 @@ class EfficiencyResult:
     similarity_rows: tuple[dict[str, Any], ...]
     embedded_sentences: int
     embed_seconds: float
+    embeddings: tuple[dict[str, Any], ...] = ()
+    """`sentence_embeddings` rows of the vectors first computed for this trace."""
+    encoded: int = 0
+    reused: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +155,18 @@ class EfficiencyStage:
         ids = list(missing)
         spans = reads.step_spans(store, ids, SEGMENTER_VERSION)
         red = [t for t in ids if REDUNDANCY.name in missing[t]["metrics"]]
-        known = reads.max_prev_similarities(store, red, self.config.model, SEGMENTER_VERSION)
+        known = reads.max_prev_similarities(store, red, similarity_model(self.config), SEGMENTER_VERSION)
+        embed = {t: [sentence_hash(missing[t]["text"][a:b]) for a, b in spans[t]]
+                 for t in red if t not in known and len(spans[t]) >= 2}
+        cache = reads.cached_embeddings(store, embedding_key(self.config.model, self.config.embed_precision),
+                                        list({h for hs in embed.values() for h in hs}))
         units = [
             EfficiencyUnit(
                 t, missing[t]["text"], tuple(spans[t]),
                 tuple(m for m in missing[t]["metrics"] if m != REDUNDANCY.name),
                 REDUNDANCY.name in missing[t]["metrics"],
                 tuple(known[t]) if t in known else (() if len(spans[t]) < 2 else None),
+                tuple((h, cache[h]) for h in dict.fromkeys(embed.get(t, ())) if h in cache),
             )
             for t in ids
         ]
@@ -154,21 +175,36 @@ class EfficiencyStage:
         return Plan(units, EfficiencySummary(), total=len(units))
 
     def run(self, units: Sequence[EfficiencyUnit], executor: Executor) -> Iterator[list[EfficiencyResult]]:
-        return executor.run(Work(_no_worker, _EfficiencyChunk(self.config), self.chunk), units)
+        cfg = self.config
+        key = f"embed:{embedding_key(cfg.model, cfg.embed_precision)}:{cfg.embed_backend}"
+        return executor.run(Work(_LoadEmbedder(cfg), _EfficiencyChunk(cfg), self.chunk, key=key), units)
 
     def commit(self, store: Store, results: Sequence[EfficiencyResult], plan: Plan[Any, EfficiencySummary]) -> int:
         s = plan.summary
         metric_rows = [r for res in results for r in res.metric_rows]
         with store.transaction():
+            store.insert_rows("sentence_embeddings", [r for res in results for r in res.embeddings])
             store.insert_rows("step_similarity", [r for res in results for r in res.similarity_rows])
             inserted = store.insert_rows("trace_metrics", metric_rows)
         s.redundancy_rows += sum(1 for r in metric_rows if r["metric"] == REDUNDANCY.name)
         s.length_rows += sum(1 for r in metric_rows if r["metric"] != REDUNDANCY.name)
         s.embedded_traces += sum(1 for res in results if res.embedded_sentences)
         s.embedded_sentences += sum(res.embedded_sentences for res in results)
+        s.encoded_sentences += sum(res.encoded for res in results)
+        s.cached_sentences += sum(res.reused for res in results)
         s.embed_seconds += sum(res.embed_seconds for res in results)
         del inserted
         return len(results)
+
+
+@dataclass(frozen=True, slots=True)
+class _LoadEmbedder:
+    """`Work.setup`: the worker's embedder (its model loads on the first sentence it must embed)."""
+
+    config: Efficiency
+
+    def __call__(self) -> Embedder:
+        return Embedder(self.config.model, self.config.embed_backend, self.config.embed_precision)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +213,7 @@ class _EfficiencyChunk:
 
     config: Efficiency
 
-    def __call__(self, _w: None, units: Sequence[EfficiencyUnit]) -> list[EfficiencyResult]:
+    def __call__(self, embedder: Embedder, units: Sequence[EfficiencyUnit]) -> list[EfficiencyResult]:
         cfg = self.config
         texts = {u.trace_id: TraceText(u.trace_id, u.reasoning, Steps(u.reasoning, tuple(Span(a, b) for a, b in u.spans)))
                  for u in units}
@@ -194,17 +230,20 @@ class _EfficiencyChunk:
         need = [u for u in units if u.redundancy and u.known_r is None]
         sentences = [u.reasoning[a:b] for u in need for a, b in u.spans]
         t0 = time.perf_counter()
-        emb = embed(sentences, cfg.model) if sentences else None
+        res = embedder.embed(sentences, {h: v for u in need for h, v in u.cached}) if sentences else None
+        emb = res.vectors if res is not None else None
         seconds = time.perf_counter() - t0 if sentences else 0.0
+        new_rows = _embedding_rows(need, res.new if res is not None else {}, embedder.key)
         r_of: dict[str, tuple[float, ...]] = {u.trace_id: u.known_r for u in units if u.known_r is not None}
         sims: dict[str, list[dict[str, Any]]] = {}
+        sim_model = similarity_model(cfg)
         offset = 0
         for u in need:
             m = len(u.spans)
             r = max_prev_similarity(emb[offset : offset + m].copy()) if emb is not None else []
             offset += m
             r_of[u.trace_id] = tuple(r)
-            sims[u.trace_id] = [{"trace_id": u.trace_id, "model": cfg.model, "segmenter": SEGMENTER_VERSION,
+            sims[u.trace_id] = [{"trace_id": u.trace_id, "model": sim_model, "segmenter": SEGMENTER_VERSION,
                                  "idx": i, "max_prev_cos": v} for i, v in enumerate(r, start=2)]
         params = canonical_json(REDUNDANCY.params(cfg))
         for u in units:
@@ -212,9 +251,29 @@ class _EfficiencyChunk:
                 v = MetricValue(redundancy(r_of[u.trace_id], cfg.tau), cfg.model)
                 rows[u.trace_id].append(_metric_row(u.trace_id, REDUNDANCY.name, params, REDUNDANCY.version, v))
         n_sent = {u.trace_id: len(u.spans) for u in need}
+        first = units[0].trace_id if units else ""
         return [EfficiencyResult(u.trace_id, tuple(rows[u.trace_id]), tuple(sims.get(u.trace_id, ())),
-                                 n_sent.get(u.trace_id, 0), seconds * n_sent.get(u.trace_id, 0) / max(1, len(sentences)))
+                                 n_sent.get(u.trace_id, 0), seconds * n_sent.get(u.trace_id, 0) / max(1, len(sentences)),
+                                 tuple(new_rows.get(u.trace_id, ())),
+                                 res.encoded if res is not None and u.trace_id == first else 0,
+                                 res.reused if res is not None and u.trace_id == first else 0)
                 for u in units]
+
+
+def _embedding_rows(need: Sequence[EfficiencyUnit], new: dict[str, Any], key: str) -> dict[str, list[dict[str, Any]]]:
+    """The cache rows of the vectors computed now, each with the first trace that has its sentence."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    left = dict(new)
+    for u in need:
+        for a, b in u.spans:
+            h = sentence_hash(u.reasoning[a:b])
+            v = left.pop(h, None)
+            if v is not None:
+                out.setdefault(u.trace_id, []).append({"model": key, "sentence_hash": h, "dim": int(v.shape[0]),
+                                                       "vector": to_bytes(v)})
+        if not left:
+            break
+    return out
 
 
 def _metric_row(trace_id: str, metric: str, params: str, version: str, v: MetricValue) -> dict[str, Any]:

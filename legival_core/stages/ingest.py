@@ -295,3 +295,34 @@ def ingest_records(store: Store | StoreAccess, source: str, records: Iterable[di
     """Store in-memory trace records exactly as the JSONL file `source` holding them would be stored
     (its name is each trace's `source_file`, the record's position its `source_line`)."""
     return run_stage(IngestStage(Path(source), records=tuple(records)), store, executor)
+
+
+def select_records(path: Path, model: str, tmp: Path) -> Path:
+    """The records of one model from a file that holds several (`select:` in the spec), under the
+    same file name and at the same line numbers (the store records name and line as provenance)."""
+    out = tmp / path.name
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(path)
+        col = "model" if "model" in t.column_names else "teacher"
+        pq.write_table(t.filter(pc.equal(t[col], model)), out)
+        return out
+    kept = 0
+    with path.open("rb") as src, out.open("wb") as dst:
+        for raw in src:
+            line = raw if raw.endswith(b"\n") else raw + b"\n"
+            try:
+                rec = json.loads(raw) if raw.strip() else None
+            except ValueError:
+                dst.write(line)  # ingest reports the bad line with its message
+                continue
+            if isinstance(rec, dict) and (rec.get("model") == model or rec.get("teacher") == model):
+                dst.write(line)
+                kept += 1
+            else:
+                dst.write(b"\n")  # blank: ingest skips it, and line numbers stay the original file's
+    if kept == 0:
+        raise ValueError(f"{path}: no record has model {model!r} (spec `select`)")
+    return out

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from legival_core.embed import embedding_key, sentence_hash
 from legival_core.metrics.quality import METRIC_GROUPS, QUALITY_METRICS, resolve_groups
 from legival_core.quality._local import Unavailable
 from legival_core.segment import SEGMENTER_VERSION
@@ -108,6 +109,8 @@ class QualityBatch:
     unavailable: str | None = None
     elapsed: float = 0.0
     """Seconds since the group's run started, when this chunk was done."""
+    embeddings: tuple[Row, ...] = ()
+    """`sentence_embeddings` rows the chunk computed (cohesion), for the shared cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,9 @@ class ScoreChunk:
         ids = tuple(u.trace_id for u in units)
         if isinstance(worker, Unavailable):
             return [QualityBatch(ids, tuple(unavailable_rows(self.group, ids, worker.reason)), worker.reason)]
-        return [QualityBatch(ids, tuple(worker(units)))]
+        rows = tuple(worker(units))
+        drain = getattr(worker, "drain_embeddings", None)
+        return [QualityBatch(ids, rows, embeddings=tuple(drain()) if drain is not None else ())]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +161,13 @@ class QualityStage:
         todo = reads.traces_missing_quality(store, g.metrics[0], g.params, g.version, g.datasets)
         ids = todo["trace_id"].to_list()
         spans = reads.step_spans(store, ids, SEGMENTER_VERSION) if self.group == "cohesion" else {}
+        hashes = {r["trace_id"]: [sentence_hash(r["reasoning"][a:b]) for a, b in spans.get(r["trace_id"], ())]
+                  for r in todo.iter_rows(named=True)} if spans else {}
+        cache = reads.cached_embeddings(store, embedding_key(self.config.embed_model),
+                                        list({h for hs in hashes.values() for h in hs})) if hashes else {}
         units = [QualityUnit(r["trace_id"], r["dataset"], r["reasoning"], r["answer_text"], r["question"],
-                             tuple(spans.get(r["trace_id"], ())))
+                             tuple(spans.get(r["trace_id"], ())),
+                             tuple((h, cache[h]) for h in dict.fromkeys(hashes.get(r["trace_id"], ())) if h in cache))
                  for r in todo.iter_rows(named=True)]
         summary = QualitySummary(computed={self.group: 0}, rows={self.group: 0})
         return Plan(units, summary, total=len(units))
@@ -167,12 +177,14 @@ class QualityStage:
         t0 = time.perf_counter()
         for batch in executor.run(Work(LoadGroup(g, self.config), ScoreChunk(g), self.config.chunk), units):
             elapsed = time.perf_counter() - t0
-            yield [QualityBatch(b.trace_ids, b.rows, b.unavailable, elapsed) for b in batch]
+            yield [QualityBatch(b.trace_ids, b.rows, b.unavailable, elapsed, b.embeddings) for b in batch]
 
     def commit(self, store: Store, results: Sequence[QualityBatch], plan: Plan[Any, QualitySummary]) -> int:
         g, s, name = self.definition, plan.summary, self.group
         done = 0
         for b in results:
+            if b.embeddings:
+                writes.add(store, "sentence_embeddings", b.embeddings)
             if b.unavailable is not None:
                 s.unavailable[name] = b.unavailable
                 s.rows[name] += writes.add(store, "trace_metrics", b.rows).inserted

@@ -95,6 +95,8 @@ class QualityUnit:
     answer_text: str
     question: str
     spans: tuple[tuple[int, int], ...] = ()
+    cached: tuple[tuple[str, bytes], ...] = ()
+    """(sentence hash, vector) of its steps found in the shared embedding cache (cohesion)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,20 +191,46 @@ def _clarity(g: Group, cfg: QualityConfig) -> Computer:
 
 
 def _cohesion(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
-    import numpy as np
-
-    from legival_core.embed import embed, resolve_model_path
+    from legival_core.embed import resolve_model_path
 
     try:
         resolve_model_path(cfg.embed_model)
     except RuntimeError as e:
         return Unavailable(cfg.embed_model, str(e))
+    return CohesionComputer(g, cfg)
 
-    def run(units: Sequence[QualityUnit]) -> list[Row]:
+
+class CohesionComputer:
+    """Cohesion of a chunk from its steps' embeddings: those in the shared cache (`QualityUnit.cached`,
+    e.g. stored by the efficiency stage with the same model) are not computed again; the vectors it
+    does compute wait in `drain_embeddings()` for the stage to store."""
+
+    def __init__(self, g: Group, cfg: QualityConfig) -> None:
+        from legival_core.embed import Embedder
+
+        self.g, self.cfg = g, cfg
+        self.embedder = Embedder(cfg.embed_model)
+        self._new: list[Row] = []
+
+    def drain_embeddings(self) -> list[Row]:
+        out, self._new = self._new, []
+        return out
+
+    def __call__(self, units: Sequence[QualityUnit]) -> list[Row]:
+        import numpy as np
+
+        from legival_core.embed import sentence_hash, to_bytes
+
+        g, cfg = self.g, self.cfg
         sents = {u.trace_id: [u.reasoning[a:b] for a, b in u.spans] for u in units}
         unique = list(dict.fromkeys(s for ss in sents.values() if len(ss) >= 2 for s in ss))
         index = {s: i for i, s in enumerate(unique)}
-        emb = embed(unique, cfg.embed_model) if unique else np.zeros((0, 1), dtype=np.float32)
+        res = self.embedder.embed(unique, {h: v for u in units for h, v in u.cached}) if unique else None
+        emb = res.vectors if res is not None else np.zeros((0, 1), dtype=np.float32)
+        if res is not None:
+            key = self.embedder.key
+            self._new += [{"model": key, "sentence_hash": sentence_hash(s), "dim": int(emb.shape[1]),
+                           "vector": to_bytes(emb[i])} for s, i in index.items() if sentence_hash(s) in res.new]
         rows: list[Row] = []
         for t, ss in sents.items():
             r = cohesion_from_embeddings(emb[[index[s] for s in ss]], cfg.cohesion) if len(ss) >= 2 else None
@@ -214,8 +242,6 @@ def _cohesion(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
             d = {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(r).items()}
             rows += [row(t, "cohesion", g, r.cohesion, detail=d), row(t, "cohesion_band_ratio", g, r.band_ratio)]
         return rows
-
-    return run
 
 
 def _momentum(g: Group, cfg: QualityConfig) -> Computer | Unavailable:

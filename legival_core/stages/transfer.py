@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from legival_core.backends.base import Completion, GenerationRequest, TextBackend
 from legival_core.backends.lazy import LazyBackend
@@ -35,16 +35,20 @@ from legival_core.transfer.planner import (
     PROMPT_VERSION,
     PlannedRollout,
     StudentConfig,
+    depth_bins,
     plan_trace,
     student_messages,
 )
 from legival_core.transfer.students import make_student_backend
 from legival_core.types import Grade, Problem, Span, Steps, canonical_json
 
+if TYPE_CHECKING:
+    import polars as pl
+
 register_stage("transfer", "legival transfer --db DB", needs=("grade", "segment"),
                description="student rollouts on prefixes of correct traces (SPEC section 4)")
 
-STAT_FIELDS = ("forced", "overflow", "prefill_computed", "prefill_cached", "decode_tokens")
+STAT_FIELDS = ("forced", "overflow", "prompt_tokens", "prefill_computed", "prefill_cached", "decode_tokens")
 
 
 @dataclass(slots=True)
@@ -56,6 +60,8 @@ class TransferSummary:
     rollouts_generated: int = 0
     forced: int = 0
     overflow: int = 0
+    prompt_tokens: int = 0
+    """Prompt tokens of the rollouts' first pass (each row's `prompt_tokens`; `legival plan` predicts it)."""
     prefill_computed: int = 0
     prefill_cached: int = 0
     decode_tokens: int = 0
@@ -96,20 +102,40 @@ def select_transfer_traces(
     """Correct, complete traces with m >= 1, in a stable order (teacher, dataset, problem_id,
     trace_id); `limit` keeps the first N per (teacher, dataset). Also returns how many correct
     traces have no steps (they take no part in transfer utility and are reported)."""
+    rows, empty = transfer_rows(store, teacher, dataset, limit)
+    return load_transfer_traces(store, rows, teacher, dataset), empty
+
+
+def transfer_rows(store: Store, teacher: str | None, dataset: str | None,
+                  limit: int | None) -> tuple[pl.DataFrame, int]:
+    """The transfer traces' ids, cells and step counts m, without their text (a resume plan reads
+    the text and spans of the few traces with missing depths only), and the correct traces with no steps."""
     graders = current_graders(reads.stored_datasets(store))
     rows = reads.correct_traces_with_steps(store, graders, SEGMENTER_VERSION, teacher, dataset)
     empty = rows.filter(rows["m"] == 0).height
     rows = rows.filter(rows["m"] >= 1)
     if limit is not None:
         rows = rows.filter(rows["rn"] <= limit)
-    spans = reads.step_spans(store, rows["trace_id"].to_list(), SEGMENTER_VERSION)
+    return rows, empty
+
+
+def load_transfer_traces(store: Store, rows: pl.DataFrame, teacher: str | None = None,
+                         dataset: str | None = None) -> list[TransferTrace]:
+    """The traces of `rows` (from `transfer_rows`, of `teacher` and `dataset` when given) with problem
+    and steps, in the rows' order."""
+    ids = rows["trace_id"].to_list()
+    if not ids:
+        return []
+    inputs = {r["trace_id"]: r for r in reads.transfer_inputs(store, ids, teacher, dataset).iter_rows(named=True)}
+    spans = reads.step_spans(store, ids, SEGMENTER_VERSION)
     out = []
     for r in rows.iter_rows(named=True):
-        problem = Problem(r["dataset"], r["problem_id"], r["question"], r["gold"],
-                          tuple(json.loads(r["choices"])) if r["choices"] else ())
-        steps = Steps(r["reasoning"], tuple(Span(a, b) for a, b in spans[r["trace_id"]]))
+        x = inputs[r["trace_id"]]
+        problem = Problem(r["dataset"], r["problem_id"], x["question"], x["gold"],
+                          tuple(json.loads(x["choices"])) if x["choices"] else ())
+        steps = Steps(x["reasoning"], tuple(Span(a, b) for a, b in spans[r["trace_id"]]))
         out.append(TransferTrace(r["trace_id"], r["teacher"], r["dataset"], problem, steps))
-    return out, empty
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,23 +161,30 @@ class TransferStage:
     def plan(self, store: Store) -> Plan[Unit, TransferSummary]:
         """Select the transfer traces, register the student, and list the rollouts that are missing."""
         s = TransferSummary()
-        traces, s.empty_correct_traces = select_transfer_traces(store, self.teacher, self.dataset, self.limit)
-        s.transfer_traces = len(traces)
+        rows, s.empty_correct_traces = transfer_rows(store, self.teacher, self.dataset, self.limit)
+        s.transfer_traces = rows.height
         c = self.config
-        with store.transaction():
-            store.insert_rows("students", [{
-                "student_key": c.student_key, "name": c.name, "model": c.model,
-                "decoding": canonical_json(c.decoding()), "prompt_version": PROMPT_VERSION, "profile": c.profile,
-            }])
-        done_keys = reads.stored_rollout_depths(store, c.student_key, [t.trace_id for t in traces])
+        if not store.read_only:  # registration only: a plan on a read-only store (`legival plan`) skips it
+            with store.transaction():
+                store.insert_rows("students", [{
+                    "student_key": c.student_key, "name": c.name, "model": c.model,
+                    "decoding": canonical_json(c.decoding()), "prompt_version": PROMPT_VERSION, "profile": c.profile,
+                }])
+        ids = rows["trace_id"].to_list()
+        done_keys = reads.stored_rollout_depths(store, c.student_key, ids)
+        need = []
+        for tid, m in zip(ids, rows["m"].to_list(), strict=True):
+            depths = depth_bins(m, c)
+            s.rollouts_total += len(depths)
+            missing = sum(1 for k, _ in depths if (tid, k) not in done_keys)
+            s.rollouts_cached += len(depths) - missing
+            need.append(missing > 0)
+        import polars as pl
+
         todo: list[Unit] = []
-        for t in traces:
-            plans = plan_trace(t.trace_id, t.steps, c)
-            s.rollouts_total += len(plans)
-            missing = [p for p in plans if (t.trace_id, p.k) not in done_keys]
-            s.rollouts_cached += len(plans) - len(missing)
-            if missing:
-                todo.append((t, missing))
+        for t in load_transfer_traces(store, rows.filter(pl.Series(need, dtype=pl.Boolean)), self.teacher,
+                                      self.dataset):
+            todo.append((t, [p for p in plan_trace(t.trace_id, t.steps, c) if (t.trace_id, p.k) not in done_keys]))
         return Plan(todo, s, total=s.rollouts_total, done=s.rollouts_cached)
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
@@ -236,6 +269,7 @@ def rollout_chunk(
     forcing: list[tuple[int, GenerationRequest]] = []
     for i, ((t, p, spec, prompt), c) in enumerate(zip(items, first, strict=True)):
         _account(summary, c)
+        summary.prompt_tokens += c.prompt_tokens
         row = _row(t, p, config, c)
         if c.finish_reason == "overflow":
             summary.overflow += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,15 @@ if TYPE_CHECKING:
 class InsertCounts:
     offered: int
     inserted: int
+
+
+@dataclass(slots=True)
+class _Transaction:
+    """The open transaction's inserts, kept so that it can be replayed after a key conflict."""
+
+    inserts: list[tuple[str, Any]] = field(default_factory=list)
+    optimistic: bool = True
+    """Inserts try a plain INSERT first (see `Store.insert_arrow`)."""
 
 
 class StoreError(RuntimeError):
@@ -97,6 +106,7 @@ class Store:
         except (duckdb.Error, OSError) as e:
             raise _open_error(self.path, e) from e
         self.read_only = read_only
+        self._txn: _Transaction | None = None
         if not read_only:
             try:
                 self._run(DDL)
@@ -118,11 +128,14 @@ class Store:
     def transaction(self) -> Iterator[None]:
         """All or nothing: on any exception the store is left exactly as it was."""
         self._run("BEGIN TRANSACTION")
+        self._txn = _Transaction()
         try:
             yield
         except BaseException:
+            self._txn = None
             self._run("ROLLBACK")
             raise
+        self._txn = None
         self._run("COMMIT")
 
     # -- generic, idempotent inserts ----------------------------------------------------------------
@@ -136,12 +149,49 @@ class Store:
         return self.insert_arrow(table, pa.Table.from_pylist(list(rows)))
 
     def insert_arrow(self, table: str, data: pa.Table) -> InsertCounts:
+        """The bulk path: rows whose key is stored are left alone (also repeated keys within `data`).
+
+        DuckDB 2 runs `INSERT OR IGNORE` as a MERGE that scans every stored key of the table (tens of
+        ms per statement on millions of rollouts), while a plain INSERT checks each key in the
+        primary-key index. Rows are usually new (a stage commits what its plan found missing), so a
+        plain INSERT goes first; if a key is stored, DuckDB aborts the transaction, and
+        `_after_conflict` rolls it back, replays its earlier inserts (they succeeded from the same
+        state, so they do the same again) and the rest of the transaction uses `INSERT OR IGNORE`. A
+        transaction that ran any other write is not replayed: its inserts use `INSERT OR IGNORE`."""
+        import duckdb
+
         _check_table(table)
+        if data.num_rows == 0:
+            return InsertCounts(0, 0)
+        txn = self._txn
+        if txn is None or txn.optimistic:
+            try:
+                inserted = self._insert(table, data, ignore=False)
+            except duckdb.ConstraintException:
+                self._after_conflict()
+            else:
+                if txn is not None:
+                    txn.inserts.append((table, data))
+                return InsertCounts(data.num_rows, inserted)
+        return InsertCounts(data.num_rows, self._insert(table, data, ignore=True))
+
+    def _insert(self, table: str, data: pa.Table, ignore: bool) -> int:
         cols = ", ".join(data.column_names)
-        before = self.count(table)
+        verb = "INSERT OR IGNORE INTO" if ignore else "INSERT INTO"
         with self._bound("_incoming", data):
-            self._run(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM _incoming")
-        return InsertCounts(data.num_rows, self.count(table) - before)
+            return int(self._run(f"{verb} {table} ({cols}) SELECT {cols} FROM _incoming", write=False)[0][0])
+
+    def _after_conflict(self) -> None:
+        """A plain INSERT met a stored key. Outside a transaction nothing was written. Inside one, DuckDB
+        has aborted it: start it again with its earlier inserts, and ignore conflicts from now on."""
+        txn = self._txn
+        if txn is None:
+            return
+        self._run("ROLLBACK", write=False)
+        self._run("BEGIN TRANSACTION", write=False)
+        txn.optimistic = False
+        for table, data in txn.inserts:
+            self._insert(table, data, ignore=False)
 
     def count(self, table: str) -> int:
         _check_table(table)
@@ -163,11 +213,14 @@ class Store:
             with suppress(duckdb.Error):
                 self.con.unregister(name)
 
-    def _run(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+    def _run(self, sql: str, params: Sequence[Any] | None = None, write: bool = True) -> list[tuple[Any, ...]]:
         """Execute a statement and drain its result (DuckDB 2 refuses new work on a connection
-        while a result is pending)."""
+        while a result is pending). Any statement but a SELECT inside a transaction counts as a write:
+        the transaction's later inserts then ignore conflicts directly (`insert_arrow`)."""
         import duckdb
 
+        if write and self._txn is not None and sql.lstrip()[:6].upper() != "SELECT":
+            self._txn.optimistic = False
         try:
             return self.con.execute(sql, list(params or [])).fetchall()
         except duckdb.Error as e:

@@ -27,12 +27,23 @@ def stored_datasets(store: Store) -> list[str]:
 
 
 def traces_missing_steps(store: Store, segmenter: str) -> pl.DataFrame:
-    """(trace_id, reasoning) of the traces with no steps for `segmenter`."""
-    return store._query(
-        "SELECT t.trace_id, t.reasoning FROM traces t "
+    """(trace_id, reasoning) of the traces with no steps for `segmenter`.
+
+    The ids first, then the text of those only: an anti join that projects `reasoning` reads the
+    whole text column even when nothing is missing (every shard of a resumed run asks)."""
+    ids = store._query(
+        "SELECT t.trace_id FROM traces t "
         "WHERE NOT EXISTS (SELECT 1 FROM step_counts c WHERE c.trace_id = t.trace_id "
-        "AND c.segmenter = ?) ORDER BY t.trace_id",
+        "AND c.segmenter = ?)",
         [segmenter],
+    )
+    if ids.height == 0:
+        import polars as pl
+
+        return pl.DataFrame(schema={"trace_id": pl.Utf8, "reasoning": pl.Utf8})
+    return store._query_ids(
+        ids["trace_id"].to_list(),
+        "SELECT t.trace_id, t.reasoning FROM traces t JOIN _ids USING (trace_id) ORDER BY t.trace_id",
     )
 
 
@@ -47,16 +58,24 @@ def traces_missing_metric(store: Store, metric: str, params: str, code_version: 
 
 
 def step_spans(store: Store, trace_ids: Sequence[str], segmenter: str) -> dict[str, list[tuple[int, int]]]:
-    """trace_id -> [(start, end), ...] in step order (traces with no steps map to [])."""
+    """trace_id -> [(start, end), ...] in step order (traces with no steps map to []).
+
+    Read as Arrow columns and cut per trace (a transfer plan asks for millions of spans)."""
     out: dict[str, list[tuple[int, int]]] = {t: [] for t in trace_ids}
-    rows = store._with_ids(
+    if not trace_ids:
+        return out
+    frame = store._query_ids(
         trace_ids,
         "SELECT s.trace_id, s.start_char, s.end_char FROM steps s JOIN _ids USING (trace_id) "
         "WHERE s.segmenter = ? ORDER BY s.trace_id, s.idx",
         [segmenter],
     )
-    for tid, a, b in rows:
-        out[tid].append((a, b))
+    pairs = list(zip(frame["start_char"].to_list(), frame["end_char"].to_list(), strict=True))
+    runs = frame["trace_id"].rle()
+    at = 0
+    for n, tid in zip(runs.struct.field("len").to_list(), runs.struct.field("value").to_list(), strict=True):
+        out[tid] = pairs[at : at + n]
+        at += n
     return out
 
 
@@ -72,6 +91,18 @@ def max_prev_similarities(store: Store, trace_ids: Sequence[str], model: str, se
     for tid, r in rows:
         out.setdefault(tid, []).append(float(r))
     return out
+
+
+def cached_embeddings(store: Store, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+    """sentence hash -> stored vector (little-endian float32 bytes) of those `hashes` embedded with
+    `model` (an `embed.embedding_key`), from the cache shared by every stage that embeds."""
+    rows = store._with_ids(
+        list(hashes),
+        "SELECT e.sentence_hash, e.vector FROM sentence_embeddings e JOIN _h USING (sentence_hash) "
+        "WHERE e.model = ?",
+        [model], name="_h", column="sentence_hash",
+    )
+    return {h: bytes(v) for h, v in rows}
 
 
 def traces_with_problems(store: Store, graders: pl.DataFrame) -> pl.DataFrame:
@@ -111,19 +142,17 @@ def correct_traces_with_steps(
     store: Store, graders: pl.DataFrame, segmenter: str, teacher: str | None, dataset: str | None
 ) -> pl.DataFrame:
     """Complete traces graded correct by the current grader of their dataset, with their step
-    count m, question and gold, in the stable order (teacher, dataset, problem_id, trace_id);
-    `rn` numbers them within (teacher, dataset)."""
+    count m (no text: `transfer_inputs` reads it for the traces a plan keeps), in the stable order
+    (teacher, dataset, problem_id, trace_id); `rn` numbers them within (teacher, dataset)."""
     with store._bound("_graders", graders.to_arrow()):
         return store._query(
             """
-            SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, t.reasoning, c.m,
-                   p.question, p.gold, p.choices,
+            SELECT t.trace_id, t.teacher, t.dataset, t.problem_id, c.m,
                    row_number() OVER (PARTITION BY t.teacher, t.dataset ORDER BY t.problem_id, t.trace_id) AS rn
             FROM traces t
             JOIN _graders cg ON cg.dataset = t.dataset
             JOIN grades g ON g.trace_id = t.trace_id AND g.grader = cg.grader AND g.correct
             JOIN step_counts c ON c.trace_id = t.trace_id AND c.segmenter = ?
-            JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id
             WHERE NOT t.truncated AND (? IS NULL OR t.teacher = ?) AND (? IS NULL OR t.dataset = ?)
             ORDER BY t.teacher, t.dataset, t.problem_id, t.trace_id
             """,
@@ -131,13 +160,53 @@ def correct_traces_with_steps(
         )
 
 
+def transfer_inputs(store: Store, trace_ids: Sequence[str], teacher: str | None = None,
+                    dataset: str | None = None) -> pl.DataFrame:
+    """(trace_id, reasoning, question, gold, choices) of these traces (any order). Naming the shard's
+    teacher and dataset lets DuckDB skip the row groups of other cells (10x on a paper-scale store:
+    the join alone reads every trace's text)."""
+    where, params = [], []
+    for column, value in (("teacher", teacher), ("dataset", dataset)):
+        if value is not None:
+            where.append(f"t.{column} = ?")
+            params.append(value)
+    return store._query_ids(
+        trace_ids,
+        "SELECT t.trace_id, t.reasoning, p.question, p.gold, p.choices FROM traces t JOIN _ids USING (trace_id) "
+        "JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id"
+        + (" WHERE " + " AND ".join(where) if where else ""),
+        params,
+    )
+
+
 def stored_rollout_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
-    rows = store._with_ids(
+    """(trace_id, k) of the stored rollouts (sample 0) of `student_key` on these traces."""
+    if not trace_ids:
+        return set()
+    frame = store._query_ids(
         trace_ids,
         "SELECT r.trace_id, r.k FROM rollouts r JOIN _ids USING (trace_id) WHERE r.student_key = ? AND r.sample = 0",
         [student_key],
     )
-    return {(a, int(b)) for a, b in rows}
+    return set(zip(frame["trace_id"].to_list(), frame["k"].to_list(), strict=True))
+
+
+def sample_rollout_keys(store: Store, fraction: float, seed: int = 0) -> pl.DataFrame:
+    """A deterministic pseudo-random `fraction` of the stored rollouts' keys (trace_id, student_key,
+    k, sample), chosen by a seeded hash of the key (the same rows on every run of the same store):
+    what `benchmarks/scale.py` deletes to measure planning a resume."""
+    return store._query(
+        "SELECT trace_id, student_key, k, sample FROM rollouts "
+        "WHERE hash(trace_id, student_key, k, sample, ?) % 1000000 < ? ORDER BY ALL",
+        [int(seed), round(float(fraction) * 1_000_000)],
+    )
+
+
+def mean_rollout_completion_tokens(store: Store, student_key: str) -> float | None:
+    """Mean tokens a stored rollout of this student decoded (both passes); None when none is stored."""
+    row = store._run("SELECT avg(completion_tokens) FROM rollouts WHERE student_key = ? AND status = 'ok'",
+                     [student_key])
+    return None if not row or row[0][0] is None else float(row[0][0])
 
 
 # --- judge -----------------------------------------------------------------------------------------

@@ -33,6 +33,9 @@ CREATE TABLE IF NOT EXISTS step_similarity (
     trace_id VARCHAR NOT NULL, model VARCHAR NOT NULL, segmenter VARCHAR NOT NULL,
     idx INTEGER NOT NULL, max_prev_cos DOUBLE NOT NULL,
     PRIMARY KEY (trace_id, model, segmenter, idx));
+CREATE TABLE IF NOT EXISTS sentence_embeddings (
+    model VARCHAR NOT NULL, sentence_hash VARCHAR NOT NULL, dim INTEGER NOT NULL, vector BLOB NOT NULL,
+    PRIMARY KEY (model, sentence_hash));
 CREATE TABLE IF NOT EXISTS trace_metrics (
     trace_id VARCHAR NOT NULL, metric VARCHAR NOT NULL, params VARCHAR NOT NULL,
     code_version VARCHAR NOT NULL, value DOUBLE, method VARCHAR, status VARCHAR NOT NULL,
@@ -83,6 +86,7 @@ TABLES = frozenset({
     "steps",
     "step_counts",
     "step_similarity",
+    "sentence_embeddings",
     "trace_metrics",
     "students",
     "rollouts",

@@ -42,6 +42,17 @@ def replace_metric_rows(
         return store.insert_rows("trace_metrics", rows).inserted
 
 
+def delete_rollouts(store: Store, keys: Any) -> int:
+    """Delete the rollouts whose (trace_id, student_key, k, sample) is a row of `keys` (an Arrow table
+    or polars frame with those columns), in one transaction; returns how many were deleted. The next
+    transfer plan lists them as missing (a benchmark's simulated loss, or rollouts to redo)."""
+    with store.transaction(), store._bound("_gone", keys):
+        before = store.count("rollouts")
+        store._run("DELETE FROM rollouts r USING _gone g WHERE r.trace_id = g.trace_id "
+                   "AND r.student_key = g.student_key AND r.k = g.k AND r.sample = g.sample")
+        return before - store.count("rollouts")
+
+
 def replace_failed_judge_results(store: Store, key: str, rows: Sequence[dict[str, Any]]) -> int:
     """Store judge results; a `--retry-failed` rerun's rows replace the old `failed` rows of the same
     traces. Returns how many rows were inserted."""

@@ -14,6 +14,7 @@ Two profiles:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 from legival_core.backends.base import ChatMessage
@@ -65,19 +66,35 @@ class StudentConfig:
         return content_hash(self.model, canonical_json(self.decoding()), PROMPT_VERSION, self.profile)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PlannedRollout:
+    """One rollout of a plan. Its prefix is cut from the trace's steps when asked for: a resumed plan
+    lists every depth of every trace and keeps only the missing ones, so building every prefix up
+    front would copy the traces' text once per depth (gigabytes at paper scale) to throw it away.
+    Not frozen for the same reason: a plan builds one per rollout (millions), and a frozen
+    dataclass takes about three times as long to build. Treat it as read-only."""
+
     trace_id: str
     k: int
     m: int
     bin: int
-    prefix: str
+    steps: Steps = field(repr=False, compare=False)
+    profile: Profile = "spec"
+
+    @property
+    def prefix(self) -> str:
+        """The teacher's text the student continues (`prefix_for` this depth and profile)."""
+        return prefix_for(self.steps, self.k, self.profile)
 
 
 def depths_for(m: int, config: StudentConfig) -> tuple[int, ...]:
-    if config.profile == "preprint":
-        return preprint_depths(m, config.step_interval)
-    return rollout_depths(m, config.step_interval)
+    return _depths(m, config.step_interval, config.profile)
+
+
+def _depths(m: int, step_interval: int, profile: Profile) -> tuple[int, ...]:
+    if profile == "preprint":
+        return preprint_depths(m, step_interval)
+    return rollout_depths(m, step_interval)
 
 
 def prefix_for(steps: Steps, k: int, profile: Profile) -> str:
@@ -86,15 +103,26 @@ def prefix_for(steps: Steps, k: int, profile: Profile) -> str:
     return steps.prefix(k)
 
 
+@lru_cache(maxsize=4096)
+def _depth_bins(m: int, step_interval: int, n_bins: int, profile: Profile) -> tuple[tuple[int, int], ...]:
+    """(k, bin) of every depth of a trace of m steps: the same for every trace of that length."""
+    return tuple((k, bin_of(k, m, n_bins)) for k in _depths(m, step_interval, profile))
+
+
+def depth_bins(m: int, config: StudentConfig) -> tuple[tuple[int, int], ...]:
+    """(k, bin) of every depth a trace of m >= 1 steps is rolled out at (what `plan_trace` plans)."""
+    return _depth_bins(m, config.step_interval, config.n_bins, config.profile) if m >= 1 else ()
+
+
 def plan_trace(trace_id: str, steps: Steps, config: StudentConfig) -> list[PlannedRollout]:
     """The rollouts of one transfer trace in ascending depth (the order that keeps a prefix cache
     warm). A trace with no steps takes no part in transfer utility: it gets no plan."""
-    if steps.m < 1:
+    m = steps.m
+    if m < 1:
         return []
-    return [
-        PlannedRollout(trace_id, k, steps.m, bin_of(k, steps.m, config.n_bins), prefix_for(steps, k, config.profile))
-        for k in depths_for(steps.m, config)
-    ]
+    profile = config.profile
+    return [PlannedRollout(trace_id, k, m, b, steps, profile)
+            for k, b in _depth_bins(m, config.step_interval, config.n_bins, profile)]
 
 
 def student_messages(system_prompt: str, question: str, prefix: str) -> list[ChatMessage]:

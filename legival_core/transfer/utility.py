@@ -220,16 +220,15 @@ class SotuResult:
 
 
 def bin_of(k: int, m: int, n_bins: int) -> int:
-    """Bin of depth k in a trace of m steps (`bins_of` on one depth, with range checks)."""
-    import numpy as np
-
+    """Bin of depth k in a trace of m steps (`bins_of`'s formula on one depth, with range checks; plain
+    integers, since a plan calls it once per rollout)."""
     if m < 1:
         raise ValueError(f"m must be >= 1, got {m}")
     if n_bins < 1:
         raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     if not 0 <= k <= m:
         raise ValueError(f"depth k must be in 0..m={m}, got {k}")
-    return int(bins_of(np.array([k]), np.array([m]), n_bins)[0])
+    return 0 if k == 0 else (n_bins * k + m - 1) // m
 
 
 def trace_transfer(y_by_k: Mapping[int, float], m: int, n_bins: int) -> TraceTransfer:

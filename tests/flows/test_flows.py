@@ -31,6 +31,10 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
     assert first["engines_loaded"] >= 1 and first["judge_calls"] == 0
     assert (tmp_path / "report" / "teacher_dataset_metrics.csv").is_file()
     assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "aggregate", "shutdown"]
+    # the plan made inside the run (`legival plan` on the store) is what the run then generated
+    assert first["plan_vs_actual"]["rollouts"] == {"planned": first["rollouts_generated"],
+                                                   "actual": first["rollouts_generated"]}
+    assert first["plan_vs_actual"]["prompt_tokens"]["actual"] > 0
     import ray
 
     assert not ray.is_initialized()  # the transfer flow stopped its engines and the Ray it started
@@ -39,6 +43,8 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
     again = benchmark(spec=str(spec))
     assert again["rollouts_generated"] == 0 and again["rollouts_cached"] == first["rollouts_total"]
     assert again["engines_loaded"] == 0 and again["new_traces"] == 0
+    assert again["plan_vs_actual"] == {"rollouts": {"planned": 0, "actual": 0},
+                                       "prompt_tokens": {"planned": 0, "actual": 0}}
     assert table_snapshot(tmp_path / "store.duckdb") == before
 
     per_teacher = _rollouts_by_teacher(tmp_path / "store.duckdb")
@@ -48,13 +54,15 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
     assert {k: after[k] for k in per_teacher} == per_teacher  # old teachers: nothing new
     assert added["rollouts_generated"] == after["r1-qwen-7b"] > 0
     assert added["rollouts_cached"] == first["rollouts_total"]
+    assert added["plan_vs_actual"]["rollouts"]["planned"] == added["rollouts_generated"]
 
     # Each run has its own artifacts: the overall progress (done) and the shards' (a rerun in the
     # same process creates new ones instead of updating the first run's).
     from tasks.progress import artifact_key
 
     run_key, shard_key = "benchmark-legival", artifact_key("gpt-oss-20b x gsm8k x scripted")
-    by_key = _artifacts([run_key, shard_key, "ranking-legival"])
+    by_key = _artifacts([run_key, shard_key, "ranking-legival", "plan-legival"])
+    assert len(by_key["plan-legival"]) == 3 and all("| total |" in str(a.data) for a in by_key["plan-legival"])
     assert [float(a.data) for a in by_key[run_key]] == [100.0] * 3
     assert {a.flow_run_id for a in by_key[run_key]} == {a.flow_run_id for a in by_key["ranking-legival"]}
     assert len(by_key[shard_key]) == 3 and len({a.flow_run_id for a in by_key[shard_key]}) == 3

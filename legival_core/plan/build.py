@@ -1,0 +1,345 @@
+"""Build a run's plan from the spec and a store that holds every ingestible trace (`plan_benchmark`).
+
+Every count comes from the stages' own `plan()` on that store (the transfer stage per (teacher,
+dataset, student) shard as the flow runs it, the efficiency, judge and quality stages), so a plan
+is what `legival run` will then compute, not a parallel estimate. `scratch_plan` is what `legival
+plan` runs: the store's rows copied into a scratch store (`store.scratch`), the spec's trace files ingested,
+graded and segmented there with the same ingest code, and the real store left untouched.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
+from legival_core.plan.throughput import Table, ThroughputError, estimate_time, load_table
+from legival_core.spec import BenchmarkSpec, Teacher
+from legival_core.store import Store
+from legival_core.store import planner as reads
+
+PLAN_SAMPLE = 256
+"""Transfer traces per (teacher, dataset, student) whose prompts are tokenized; beyond it, that many
+traces spread over the shard are counted and the rest scaled by characters, so that a paper-scale
+plan stays under a minute (measured: 20 or 40 of the 80 bundled traces of 5 teachers scaled to
+within 3% of counting all; a shard holds one teacher and 256 traces), and the shard says so."""
+
+
+@dataclass(slots=True)
+class ShardPlan:
+    """One transfer shard (teacher, dataset, student) as the flow runs it."""
+
+    teacher: str
+    dataset: str
+    student: str
+    transfer_traces: int = 0
+    rollouts_total: int = 0
+    rollouts_cached: int = 0
+    rollouts_missing: int = 0
+    traces_with_work: int = 0
+    prompt_tokens: int = 0
+    prompt_tokens_computed: int = 0
+    decode_budget: int = 0
+    forcing_budget: int = 0
+    expected_decode: int | None = None
+    prompt_tokens_counted: str = "exact"
+    chunks: int = 0
+    """Chunks the shard's missing traces are sent in (`chunking`; the flow's `tasks.transfer.shard_chunk`)."""
+
+
+@dataclass(slots=True)
+class GenerationPlan:
+    teacher: str
+    dataset: str
+    model: str
+    problems: int
+    decode_budget: int
+
+
+@dataclass(slots=True)
+class StudentTime:
+    """Wall time of a model's work (a student's rollouts, or a teacher's generations at full budget)."""
+
+    student: str
+    model: str
+    accelerator: str
+    engines: int
+    seconds: float | None = None
+    gpu_hours: float | None = None
+    source: str = ""
+    unavailable: str | None = None
+
+
+@dataclass(slots=True)
+class BenchmarkPlan:
+    spec: str
+    store: str
+    traces_stored: int = 0
+    traces_new: int = 0
+    shards: list[ShardPlan] = field(default_factory=list)
+    generation: list[GenerationPlan] = field(default_factory=list)
+    sentences_to_embed: int = 0
+    traces_missing_efficiency: int = 0
+    embedding_model: str = ""
+    judge: dict[str, Any] = field(default_factory=dict)
+    quality: dict[str, int] = field(default_factory=dict)
+    times: list[StudentTime] = field(default_factory=list)
+    generation_times: list[StudentTime] = field(default_factory=list)
+    prompt_tokenizer: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def totals(self) -> dict[str, Any]:
+        keys = ("transfer_traces", "rollouts_total", "rollouts_cached", "rollouts_missing", "prompt_tokens",
+                "prompt_tokens_computed", "decode_budget", "forcing_budget")
+        out: dict[str, Any] = {k: sum(getattr(s, k) for s in self.shards) for k in keys}
+        expected = [s.expected_decode for s in self.shards if s.rollouts_missing]
+        out["expected_decode"] = None if any(e is None for e in expected) else sum(e or 0 for e in expected)
+        out["shards_with_work"] = sum(1 for s in self.shards if s.rollouts_missing)
+        out["generations"] = sum(g.problems for g in self.generation)
+        out["judge_calls"] = int(self.judge.get("calls", 0))
+        out["judge_cost_usd"] = float(self.judge.get("cost_usd", 0.0))
+        out["sentences_to_embed"] = self.sentences_to_embed
+        known = [t for t in self.times if t.seconds is not None]
+        out["estimated_wall_s"] = max((t.seconds or 0 for t in known), default=None) if known else None
+        out["gpu_hours"] = round(sum(t.gpu_hours or 0 for t in known), 3) if known else None
+        gen = [t for t in self.generation_times if t.gpu_hours is not None]
+        out["generation_gpu_hours_at_budget"] = round(sum(t.gpu_hours or 0 for t in gen), 3) if gen else None
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["totals"] = self.totals()
+        return d
+
+
+Chunking = Callable[[int, int, int], int]
+"""chunking(transfer traces, rollouts, traces_per_chunk) -> traces per chunk, as the flow sizes a shard."""
+
+
+def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | None = None,
+                   table: Table | None = None, sample: int = PLAN_SAMPLE, chunking: Chunking | None = None,
+                   counter_for: Callable[[str, dict[str, Any]], PromptCounter] | None = None,
+                   spec_name: str = "", store_name: str = "") -> BenchmarkPlan:
+    """The plan of `spec` on `store` (which already holds the traces a run would ingest)."""
+    chosen = _chosen(spec, teachers)
+    p = BenchmarkPlan(spec_name or spec.name, store_name or str(spec.store))
+    p.traces_stored = store.count("traces")
+    p.generation = _generation(spec, chosen)
+    if any(t.generate is not None for t in chosen):
+        p.notes.append("teachers that generate: their transfer rollouts are planned once their traces exist "
+                       "(run `legival plan` again after generation)")
+    _efficiency(spec, store, p)
+    if spec.transfer.enabled:
+        _transfer(spec, store, chosen, p, sample, counter_for or _local_counter,
+                  chunking or (lambda _t, _r, per_chunk: per_chunk))
+    if spec.judge.enabled:
+        _judge(spec, store, p)
+    if spec.quality.enabled:
+        _quality(spec, store, p)
+    _times(spec, p, table)
+    return p
+
+
+def scratch_plan(spec: BenchmarkSpec, db: Path, *, teachers: list[str] | None = None, **kwargs: Any) -> BenchmarkPlan:
+    """`legival plan`: the store's rows in a scratch copy, plus the spec's trace files ingested there.
+    When no chosen teacher has trace files and the store lacks no grade or steps, the plan reads the
+    store itself, opened read-only (no copy: a paper-scale store takes a minute to copy)."""
+    from legival_core.stages.grade import grade_store
+    from legival_core.store import Store
+    from legival_core.store.scratch import scratch_copy
+
+    chosen = _chosen(spec, teachers)
+    if db.exists() and all(t.generate is not None for t in chosen):
+        with Store(db, read_only=True, create=False) as store:
+            if _complete(store):
+                p = plan_benchmark(spec, store, teachers=teachers, store_name=str(db), **kwargs)
+                p.traces_new = 0
+                return p
+    with scratch_copy(db if db.exists() else None) as store:
+        before = store.count("traces")
+        for t in chosen:
+            if t.generate is None:
+                ingest_teacher_files(store, t)
+        grade_store(store)
+        p = plan_benchmark(spec, store, teachers=teachers, store_name=str(db), **kwargs)
+        p.traces_new = p.traces_stored - before
+        p.traces_stored = before
+        return p
+
+
+def _complete(store: Store) -> bool:
+    """Every trace has its grade by the current grader and its steps: planning writes nothing."""
+    from legival_core.stages.efficiency import SegmentStage
+    from legival_core.stages.grade import GradeStage
+
+    return not GradeStage().plan(store).units and not SegmentStage().plan(store).units
+
+
+def ingest_teacher_files(store: Store, teacher: Teacher) -> int:
+    """Store a teacher's trace files (only its records when `select` is set); new traces."""
+    from legival_core.stages.ingest import ingest_file, select_records
+
+    new = 0
+    for path in teacher.traces:
+        with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
+            src = select_records(path, teacher.select, Path(tmp)) if teacher.select else path
+            new += ingest_file(store, src, teacher=teacher.name).new_traces
+    return new
+
+
+def _chosen(spec: BenchmarkSpec, teachers: list[str] | None) -> list[Teacher]:
+    return [spec.teacher(n) for n in teachers] if teachers else list(spec.teachers)
+
+
+def _generation(spec: BenchmarkSpec, chosen: list[Teacher]) -> list[GenerationPlan]:
+    from legival_core.datasets.base import get_dataset
+    from legival_core.generation.config import load_model_config
+
+    out = []
+    for t in chosen:
+        g = t.generate
+        if g is None:
+            continue
+        cfg = load_model_config(g.config, g.model)
+        budget = g.max_new_tokens or cfg.decoding.max_new_tokens
+        for dataset, path in g.jobs(spec.datasets, t.name):
+            n = len(list(get_dataset(dataset).load(path, g.format))[: g.limit])
+            out.append(GenerationPlan(t.name, dataset, g.model, n, n * budget))
+    return out
+
+
+def _efficiency(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
+    from legival_core.stages.base import run_stage
+    from legival_core.stages.efficiency import EfficiencyStage, SegmentStage
+
+    if not store.read_only:
+        run_stage(SegmentStage(), store)  # cheap, and what transfer and the efficiency stage read
+    plan = EfficiencyStage(spec.efficiency).plan(store)
+    p.traces_missing_efficiency = len(plan.units)
+    p.sentences_to_embed = sum(len(u.spans) for u in plan.units if u.redundancy and u.known_r is None)
+    p.embedding_model = spec.efficiency.model
+
+
+def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: BenchmarkPlan, sample: int,
+              counter_for: Callable[[str, dict[str, Any]], PromptCounter], chunking: Chunking) -> None:
+    from legival_core.datasets.base import get_dataset
+    from legival_core.stages.transfer import TransferStage
+
+    for st in spec.students:
+        config = spec.student_config(st)
+        counter = counter_for(config.model, dict(config.backend_options))
+        p.prompt_tokenizer[st.name] = counter.source
+        mean_decode = reads.mean_rollout_completion_tokens(store, config.student_key)
+        for t in chosen:
+            for d in spec.datasets:
+                plan = TransferStage(config, t.name, d, spec.transfer.limit).plan(store)
+                s = plan.summary
+                shard = ShardPlan(t.name, d, st.name, s.transfer_traces, s.rollouts_total, s.rollouts_cached,
+                                  s.rollouts_total - s.rollouts_cached, len(plan.units))
+                system = get_dataset(d).system_prompt
+                tokens, counted = _count_prompts(counter, system, plan.units, sample)
+                shard.prompt_tokens, shard.prompt_tokens_computed = tokens.requested, tokens.computed
+                shard.prompt_tokens_counted = counted
+                per_chunk = chunking(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
+                shard.chunks = -(-len(plan.units) // max(1, per_chunk))
+                shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
+                shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens
+                if mean_decode is not None:
+                    shard.expected_decode = round(mean_decode * shard.rollouts_missing)
+                elif shard.rollouts_missing == 0:
+                    shard.expected_decode = 0
+                p.shards.append(shard)
+
+
+def _count_prompts(counter: PromptCounter, system: str, units: list[Any], sample: int) -> tuple[PromptTokens, str]:
+    """Every unit's prompts counted, or the first `sample` (stable order) scaled by prefix characters."""
+    if len(units) <= sample:
+        total = ZERO
+        for trace, plans in units:
+            total = total + counter.count(system, trace.problem.question, plans)
+        return total, "exact" if counter.exact else "estimate"
+    counted, chars_counted, chars_all = ZERO, 0, 0
+    step = len(units) / sample
+    picked = {int(i * step) for i in range(sample)}
+    for i, (trace, plans) in enumerate(units):
+        chars = sum(_prefix_chars(pl) for pl in plans) + len(plans) * (len(trace.problem.question) + len(system))
+        chars_all += chars
+        if i in picked:
+            counted = counted + counter.count(system, trace.problem.question, plans)
+            chars_counted += chars
+    scale = chars_all / max(1, chars_counted)
+    return (PromptTokens(round(counted.requested * scale), round(counted.computed * scale)),
+            f"scaled from {len(picked)} of {len(units)} traces")
+
+
+def _prefix_chars(p: Any) -> int:
+    """A planned prefix's length from its spans, without cutting the text (the scaling weight)."""
+    return p.steps.spans[p.k - 1].end if p.k else 0
+
+
+def _local_counter(model: str, options: dict[str, Any]) -> PromptCounter:
+    from legival_core.backends.tokenizer import local_tokenizer
+
+    tok, source = local_tokenizer(model, options)
+    return PromptCounter(tok, source)
+
+
+def _judge(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
+    from legival_core.judges.factory import judge_info
+    from legival_core.stages.judge import run_judge
+
+    if not judge_info(spec.judge.name).llm:
+        p.judge = {"name": spec.judge.name, "calls": 0, "cost_usd": 0.0,
+                   "note": "computed locally (no model calls)"}
+        return
+    s = run_judge(store, spec.judge, estimate_only=True)
+    p.judge = {"name": spec.judge.name, "model": s.model, "calls": s.todo, "cached": s.cached,
+               "input_tokens": s.estimated_input_tokens, "output_tokens": s.estimated_output_tokens,
+               "cost_usd": round(s.estimated_cost_usd, 4)}
+
+
+def _quality(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
+    from legival_core.metrics.quality import resolve_groups
+    from legival_core.stages.quality import QualityStage
+
+    for group in resolve_groups(list(spec.quality.metrics) if spec.quality.metrics else None):
+        p.quality[group] = len(QualityStage(group).plan(store).units)
+
+
+def _times(spec: BenchmarkSpec, p: BenchmarkPlan, table: Table | None) -> None:
+    ex = spec.execution
+    accelerator = ex.accelerator or ("cpu" if ex.gpus_per_engine == 0 else "")
+    try:
+        table = table or load_table()
+    except ThroughputError as e:
+        p.notes.append(str(e))
+        return
+    for st in spec.students:
+        config = spec.student_config(st)
+        mine = [s for s in p.shards if s.student == st.name]
+        decode = sum(s.expected_decode if s.expected_decode is not None else s.decode_budget for s in mine)
+        p.times.append(_time(table, st.name, config.model, accelerator, ex.max_concurrent_engines, ex.gpus_per_engine,
+                             sum(s.prompt_tokens_computed for s in mine), decode))
+    for teacher in dict.fromkeys(g.teacher for g in p.generation):
+        gens = [g for g in p.generation if g.teacher == teacher]
+        p.generation_times.append(_time(table, teacher, gens[0].model, accelerator, ex.max_concurrent_engines,
+                                        ex.gpus_per_engine, 0, sum(g.decode_budget for g in gens)))
+
+
+def _time(table: Table, who: str, model: str, accelerator: str, engines: int, gpus_per_engine: float,
+          prefill: int, decode: int) -> StudentTime:
+    t = StudentTime(who, model, accelerator or "?", engines)
+    if not accelerator:
+        t.unavailable = "set execution.accelerator (a kind in configs/throughput.yaml) to estimate time"
+        return t
+    try:
+        row = table.row(model, accelerator)
+    except ThroughputError as e:
+        t.unavailable = str(e)
+        return t
+    est = estimate_time(prefill, decode, row, engines, gpus_per_engine)
+    t.seconds, t.gpu_hours, t.source = est.seconds, est.gpu_hours, est.source
+    return t

@@ -1,0 +1,124 @@
+"""The plan as rows (the terminal table) and as markdown (the Prefect artifact): one source of both."""
+
+from __future__ import annotations
+
+from legival_core.plan.build import BenchmarkPlan
+
+SHARD_HEADERS = ("teacher", "dataset", "student", "traces", "rollouts", "cached", "to do", "prompt tok",
+                 "computed", "decode", "chunks")
+"""`computed`: prompt tokens left after prefix sharing; `decode`: the decode budget of the rollouts to do
+(the JSON summary also has the expected decode from stored rollouts, and the forcing budget)."""
+
+
+def _n(v: int | float | None) -> str:
+    """Compact: 9,999 / 12.3k / 4.56M (the JSON summary has the exact figures)."""
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a >= 1e9:
+        return f"{v / 1e9:.2f}G"
+    if a >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:,.0f}"
+
+
+def shard_rows(plan: BenchmarkPlan) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [(s.teacher, s.dataset, s.student, _n(s.transfer_traces), _n(s.rollouts_total), _n(s.rollouts_cached),
+             _n(s.rollouts_missing), _n(s.prompt_tokens), _n(s.prompt_tokens_computed), _n(s.decode_budget),
+             _n(s.chunks)) for s in plan.shards]
+    t = plan.totals()
+    rows.append(("total", "", "", _n(t["transfer_traces"]), _n(t["rollouts_total"]), _n(t["rollouts_cached"]),
+                 _n(t["rollouts_missing"]), _n(t["prompt_tokens"]), _n(t["prompt_tokens_computed"]),
+                 _n(t["decode_budget"]), _n(sum(s.chunks for s in plan.shards))))
+    return rows
+
+
+GROUP_HEADERS = ("traces", "rollouts", "to do", "prompt tok", "decode")
+
+
+def grouped_rows(plan: BenchmarkPlan, keys: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
+    """The shards summed by `keys` (e.g. ("teacher",)), in first-seen order, and a total row."""
+    sums: dict[tuple[str, ...], list[int]] = {}
+    for s in plan.shards:
+        acc = sums.setdefault(tuple(getattr(s, k) for k in keys), [0] * 5)
+        for i, v in enumerate((s.transfer_traces, s.rollouts_total, s.rollouts_missing, s.prompt_tokens,
+                               s.decode_budget)):
+            acc[i] += v
+    rows = [(*k, *(_n(v) for v in acc)) for k, acc in sums.items()]
+    total = [sum(acc[i] for acc in sums.values()) for i in range(5)]
+    rows.append(("total", *([""] * (len(keys) - 1)), *(_n(v) for v in total)))
+    return (*keys, *GROUP_HEADERS), rows
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def summary_lines(plan: BenchmarkPlan) -> list[str]:
+    """What is not in the shard table: traces, generation, embedding, judge, quality, time and sources."""
+    t = plan.totals()
+    out = [f"traces: {plan.traces_stored:,} stored, {plan.traces_new:,} to ingest"]
+    if t["rollouts_missing"]:
+        expected = t["expected_decode"]
+        out.append(f"rollouts: {t['rollouts_missing']:,} to generate of {t['rollouts_total']:,} "
+                   f"({t['rollouts_cached']:,} cached) in {t['shards_with_work']} shard(s); decode budget "
+                   f"{t['decode_budget']:,} tokens (+ at most {t['forcing_budget']:,} forcing)"
+                   + (f", expected ~{expected:,} from the stored rollouts" if expected is not None else ""))
+        out.append(f"prompt tokens: {t['prompt_tokens']:,} requested, {t['prompt_tokens_computed']:,} computed "
+                   f"after prefix sharing; {sum(s.chunks for s in plan.shards):,} chunks")
+    times = {t.student: t for t in plan.generation_times}
+    for teacher in dict.fromkeys(g.teacher for g in plan.generation):
+        gens = [g for g in plan.generation if g.teacher == teacher]
+        tm = times.get(teacher)
+        when = "" if tm is None else (f"; time unavailable ({tm.unavailable})" if tm.unavailable else
+                                      f"; at most {duration(tm.seconds)}, {tm.gpu_hours:,.1f} GPU-hours")
+        out.append(f"generate {teacher} ({gens[0].model}): up to "
+                   + ", ".join(f"{g.problems:,} {g.dataset}" for g in gens)
+                   + f" problems, decode budget {sum(g.decode_budget for g in gens):,} tokens{when}")
+    if plan.generation:
+        out.append("generation: cached generations are skipped at run time; times are at the full decode "
+                   "budget (an upper bound)")
+    out.append(f"efficiency: {plan.traces_missing_efficiency:,} traces, {plan.sentences_to_embed:,} sentences to "
+               f"embed ({plan.embedding_model})")
+    j = plan.judge
+    if j:
+        extra = f", ~{j.get('input_tokens', 0):,} input / ~{j.get('output_tokens', 0):,} output tokens" \
+            if "input_tokens" in j else ""
+        out.append(f"judge {j.get('name')}: {t['judge_calls']:,} calls, estimated ${t['judge_cost_usd']:.2f}{extra}"
+                   + (f" ({j['note']})" if j.get("note") else ""))
+    else:
+        out.append("judge: disabled in the spec")
+    if plan.quality:
+        out.append("quality: " + ", ".join(f"{g} {n:,} traces" for g, n in plan.quality.items()))
+    for student, source in plan.prompt_tokenizer.items():
+        out.append(f"prompt tokens of {student}: {source}")
+    for tm in plan.times:
+        if tm.unavailable:
+            out.append(f"time of {tm.student}: unavailable ({tm.unavailable})")
+        else:
+            out.append(f"time of {tm.student} on {tm.engines} x {tm.accelerator} engine(s): {duration(tm.seconds)}, "
+                       f"{tm.gpu_hours:,.2f} GPU-hours (throughput: {tm.source})")
+    out.extend(f"note: {n}" for n in plan.notes)
+    return out
+
+
+def markdown(plan: BenchmarkPlan) -> str:
+    """The plan as a markdown artifact: the shard table and the summary lines."""
+
+    def esc(v: str) -> str:
+        return v.replace("|", "\\|")
+
+    lines = [f"# Plan of {esc(plan.spec)}", "", "| " + " | ".join(SHARD_HEADERS) + " |",
+             "|" + "---|" * len(SHARD_HEADERS)]
+    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in shard_rows(plan)]
+    lines += [""] + [f"- {esc(x)}" for x in summary_lines(plan)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,103 @@
+"""`legival plan SPEC` / `legival run --dry-run` (issue 14, item 1), through the real entry point.
+
+The demo store fixture (tests/fixtures/demo_store) holds the rollouts of a real `legival run
+examples/demo.yaml`: the plan on a fresh store must predict exactly that many rollouts and their
+prompt tokens (the backend's `prompt_tokens`) within 1%; on the stored demo it must find nothing to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_report_honesty import legival, summary
+from tests.conftest import EXAMPLES, REPO
+from tests.core.reports.test_demo_snapshot import STORE_TABLES, load_demo_store
+
+DEMO = REPO / "examples" / "demo.yaml"
+
+
+def _demo_rollouts() -> tuple[int, int]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(STORE_TABLES / "rollouts.parquet")
+    return t.num_rows, int(pc.sum(t["prompt_tokens"]).as_py())
+
+
+def test_plan_on_a_fresh_store_predicts_the_demo_run(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.duckdb"
+    r = legival("plan", str(DEMO), "--db", str(db))
+    s = summary(r)
+    rollouts, prompt_tokens = _demo_rollouts()
+    assert s["command"] == "plan" and s["rollouts_missing"] == rollouts and s["rollouts_cached"] == 0
+    assert abs(int(s["prompt_tokens"]) - prompt_tokens) <= 0.01 * prompt_tokens
+    assert s["decode_budget"] == rollouts * 48  # the demo's max_new_tokens
+    plan = s["plan"]
+    assert plan["traces_new"] == 80 and plan["traces_stored"] == 0
+    assert plan["prompt_tokenizer"] == {"smollm2-135m": "tokenizer of SmolLM2-135M-Instruct-Q4_1-gguf"}
+    assert plan["sentences_to_embed"] > 0 and plan["quality"] == {"clarity": 80, "cohesion": 80, "z3": 80}
+    assert plan["times"][0]["accelerator"] == "cpu" and plan["times"][0]["seconds"] > 0
+    assert not db.exists()  # a plan never creates the store
+    assert "total" in r.stdout and f"rollouts: {rollouts} to generate of {rollouts} (0 cached)" in r.stdout
+
+    dry = summary(legival("run", str(DEMO), "--db", str(db), "--dry-run"))
+    assert dry["command"] == "run --dry-run" and dry["rollouts_missing"] == rollouts and not db.exists()
+
+
+def test_plan_on_the_stored_demo_finds_nothing_to_do_and_leaves_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "demo.duckdb"
+    load_demo_store(db)
+    digest = hashlib.sha256(db.read_bytes()).hexdigest()
+    s = summary(legival("plan", str(DEMO), "--db", str(db)))
+    rollouts, _ = _demo_rollouts()
+    assert s["rollouts_missing"] == 0 and s["rollouts_cached"] == rollouts and s["prompt_tokens"] == 0
+    assert s["plan"]["traces_new"] == 0 and s["plan"]["traces_stored"] == 80
+    assert s["expected_decode"] == 0
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == digest
+
+
+def test_plan_expected_decode_from_stored_rollouts(tmp_path: Path) -> None:
+    """One teacher's rollouts deleted: they are planned with the mean decode of the stored ones."""
+    db = tmp_path / "demo.duckdb"
+    load_demo_store(db)
+    import duckdb
+
+    con = duckdb.connect(str(db))
+    deleted = con.execute("DELETE FROM rollouts WHERE trace_id IN (SELECT trace_id FROM traces "
+                          "WHERE teacher = 'gpt-oss-20b') RETURNING 1").fetchall()
+    mean = con.execute("SELECT avg(completion_tokens) FROM rollouts WHERE status = 'ok'").fetchone()[0]
+    con.close()
+    s = summary(legival("plan", str(DEMO), "--db", str(db)))
+    assert s["rollouts_missing"] == len(deleted) > 0
+    assert s["expected_decode"] == round(mean * len(deleted))
+
+
+def test_plan_errors_and_unknown_accelerator(tmp_path: Path) -> None:
+    r = legival("plan", str(tmp_path / "nope.yaml"), ok=False)
+    assert r.returncode == 2 and r.stderr.startswith("error:")
+    spec = tmp_path / "gpu.yaml"
+    text = DEMO.read_text().replace("gpus_per_engine: 0", "gpus_per_engine: 1\n  accelerator: tpu-v9")
+    text = text.replace("data/", f"{EXAMPLES}/").replace("../demo-out", str(tmp_path))
+    spec.write_text(text)
+    s = summary(legival("plan", str(spec)))
+    t = s["plan"]["times"][0]
+    assert t["seconds"] is None and "no throughput row" in t["unavailable"] and "tpu-v9" in t["unavailable"]
+    assert s["estimated_wall_s"] is None
+    spec.write_text(text.replace("tpu-v9", "h100-80gb"))
+    t = summary(legival("plan", str(spec)))["plan"]["times"][0]
+    assert t["gpu_hours"] is not None and "assumption" in t["source"]
+
+
+@pytest.mark.parametrize("bad", ["traces: [data/missing.jsonl]"])
+def test_plan_names_a_missing_trace_file(tmp_path: Path, bad: str) -> None:
+    spec = tmp_path / "bad.yaml"
+    text = DEMO.read_text().replace("traces: [data/gsm8k_md_eval_cot_5teachers.jsonl]\n    select: openai/gpt-oss-20b",
+                                    bad + "\n    select: openai/gpt-oss-20b", 1)
+    shutil.copytree(EXAMPLES, tmp_path / "data")
+    spec.write_text(text.replace("../demo-out", str(tmp_path)))
+    r = legival("plan", str(spec), ok=False)
+    assert r.returncode == 2 and "missing.jsonl" in r.stderr
