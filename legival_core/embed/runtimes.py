@@ -123,7 +123,8 @@ def token_batches(st: Any, sentences: Sequence[str], batch: int, names: Sequence
         yield [i for i, _n, _t in part], feats
 
 
-def _tokens(st: Any, texts: list[str], names: Sequence[str]) -> tuple[list[int], list[dict[str, Any]]]:
+def _tokens(st: Any, texts: list[str], names: Sequence[str],
+            direct: bool | None = None) -> tuple[list[int], list[dict[str, Any]]]:
     """(token count, {feature: tokens}) per text. A plain text `Transformer` module's tokenizer is called
     directly, as its `preprocess` calls it (truncation to `max_seq_length`; identical ids on every
     sentence of the GSM8K developer traces, tested) but without padding or tensors, ~5x faster; any
@@ -131,7 +132,9 @@ def _tokens(st: Any, texts: list[str], names: Sequence[str]) -> tuple[list[int],
     import numpy as np
 
     first = st[0]
-    if type(first).__name__ == "Transformer" and set(getattr(first, "modality_config", {"text": 1})) == {"text"}:
+    if direct is None:
+        direct = type(first).__name__ == "Transformer" and set(getattr(first, "modality_config", {"text": 1})) == {"text"}
+    if direct:
         enc = st.tokenizer(texts, truncation="longest_first", max_length=st.max_seq_length)
         keep = [k for k in names if k in enc]
         return [len(x) for x in enc["input_ids"]], [{k: enc[k][r] for k in keep} for r in range(len(texts))]
@@ -260,7 +263,8 @@ def _fingerprint(path: str, backend: str, precision: str) -> str:
     files = sorted((str(f.relative_to(p)), f.stat().st_size, f.stat().st_mtime_ns)
                    for f in p.rglob("*") if f.is_file()) if p.is_dir() else [path]
     libs: dict[str, str | None] = {}
-    for lib in ("torch", "transformers", "sentence-transformers", "openvino", "onnxruntime", "onnx"):
+    own = ("openvino",) if backend == "openvino" else ("onnxruntime", "onnx")
+    for lib in ("torch", "transformers", "sentence-transformers", *own):
         try:
             libs[lib] = version(lib)
         except PackageNotFoundError:

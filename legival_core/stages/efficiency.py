@@ -62,9 +62,8 @@ class SegmentStage:
         return executor.run(Work(_no_worker, _segment_chunk, self.chunk), units)
 
     def commit(self, store: Store, results: Sequence[dict[str, Any]], plan: Plan[Any, SegmentSummary]) -> int:
-        with store.transaction():
-            for r in results:
-                store.insert_rows("steps", r["steps"])
+        with store.transaction():  # one insert per table: one per trace took 5 s for 2,294 traces
+            store.insert_rows("steps", [step for r in results for step in r["steps"]])
             store.insert_rows("step_counts", [r["count"] for r in results])
         plan.summary.segmented += len(results)
         return len(results)

@@ -12,7 +12,7 @@ import pytest
 
 from legival_core.catalog import MINILM
 from legival_core.embed import Embedder, resolve_model_path
-from legival_core.embed.runtimes import sentence_transformer, token_batches
+from legival_core.embed.runtimes import _tokens, sentence_transformer, token_batches
 from legival_core.metrics.redundancy import max_prev_similarity, redundancy
 from legival_core.segment import segment
 from tests.conftest import EXAMPLES
@@ -89,3 +89,13 @@ def test_batches_hold_the_tokens_of_sentence_transformers_sorted_by_length() -> 
             assert lens[r] == n and np.array_equal(feats["input_ids"][r, :n], one["input_ids"][0].numpy())
             seen.append(int(lens[r]))
     assert sorted(seen, reverse=True) == seen and max(seen) == 256  # truncated as sentence-transformers does
+
+
+def test_the_direct_tokenizer_call_equals_preprocess_on_bundled_traces() -> None:
+    st = sentence_transformer(resolve_model_path(MINILM))
+    sentences = [s for t in _traces([BUNDLED]) for s in t] + ["  padded  ", "x " * 400, "\tTab\nnewline ÉCOLE"]
+    fast, slow = _tokens(st, sentences, ("input_ids", "token_type_ids"), True), _tokens(
+        st, sentences, ("input_ids", "token_type_ids"), False)
+    assert fast[0] == slow[0]
+    for a, b in zip(fast[1], slow[1], strict=True):
+        assert all(np.array_equal(np.asarray(a[k]), b[k]) for k in ("input_ids", "token_type_ids"))
