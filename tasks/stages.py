@@ -200,10 +200,9 @@ def plan_task(db: str, spec: BenchmarkSpec, teachers: list[str] | None) -> dict[
     the plan's totals (compared with what the run did at its end) and a markdown artifact."""
     from legival_core.plan.build import plan_benchmark
     from legival_core.plan.render import markdown
-    from tasks.transfer import shard_chunk
 
     with locked_store(db) as store:
-        p = plan_benchmark(spec, store, teachers=teachers, chunking=shard_chunk)
+        p = plan_benchmark(spec, store, teachers=teachers)
     publish_plan(spec.name, markdown(p))
     t = p.totals()
     run_logger().info("plan: %d rollouts to generate (%d cached), %d prompt tokens (%d after prefix sharing), "

@@ -8,7 +8,8 @@ same `TransferStage` that `legival transfer` runs in-process.
 Progress moves per committed batch, and a batch is one finished chunk of `traces_per_chunk` traces
 (each with all its missing depths). A shard with at most `traces_per_chunk` traces (the demo's
 17-rollout shard: 2 traces, `traces_per_chunk: 2`) was therefore ONE chunk, and its progress jumped
-from 0 to 100%. `ShardStage` lowers a small shard's chunk (`shard_chunk`) so that it commits up to
+from 0 to 100%. `ShardStage` lowers a small shard's chunk (`legival_core.stages.transfer.shard_chunk`,
+which `legival plan` uses too) so that it commits up to
 `MIN_COMMITS` times, as long as a chunk keeps about `CHUNK_ROLLOUTS` rollouts: the backend batches a
 chunk's rollouts, and smaller calls cost forward passes. Measured on the demo (embedded student,
 forward passes per shard, one chunk vs one chunk per trace): 112 vs 115 for the 17-rollout shard
@@ -20,7 +21,6 @@ stored or not), so a resumed run chunks the same way.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,7 +30,14 @@ from prefect.cache_policies import NO_CACHE
 
 from legival_core.spec import Execution
 from legival_core.stages.base import Executor, Plan, run_stage
-from legival_core.stages.transfer import RolloutBatch, TransferStage, TransferSummary, Unit
+from legival_core.stages.transfer import (
+    MIN_COMMITS,
+    RolloutBatch,
+    TransferStage,
+    TransferSummary,
+    Unit,
+    shard_chunk,
+)
 from legival_core.store import Store
 from legival_core.transfer.planner import StudentConfig
 from tasks._driver import locked_store
@@ -38,11 +45,6 @@ from tasks._retry import retry_transient
 from tasks.engines import RayExecutor
 from tasks.monitor import run_logger
 from tasks.progress import BOARD
-
-MIN_COMMITS = 8
-"""A shard with fewer than MIN_COMMITS x traces_per_chunk traces gets smaller chunks (`shard_chunk`)."""
-CHUNK_ROLLOUTS = 8
-"""...but a chunk keeps about this many rollouts (half a decode batch of the embedded student)."""
 
 
 @dataclass(slots=True)
@@ -113,17 +115,6 @@ class ShardStage:
 
     def commit(self, store: Store, results: Sequence[RolloutBatch], plan: Plan[Unit, TransferSummary]) -> int:
         return self.inner.commit(store, results, plan)
-
-
-def shard_chunk(traces: int, rollouts: int, traces_per_chunk: int, min_commits: int = MIN_COMMITS,
-                min_rollouts: int = CHUNK_ROLLOUTS) -> int:
-    """Traces per chunk for a shard of `traces` transfer traces and `rollouts` rollouts (its full
-    plan): the fewest traces that hold about `min_rollouts` rollouts, but no fewer than the shard
-    needs for `min_commits` chunks, and at most `traces_per_chunk` (at least one trace)."""
-    if traces <= 0 or rollouts <= 0:
-        return max(1, traces_per_chunk)
-    fill = math.ceil(min_rollouts * traces / rollouts)
-    return max(1, min(traces_per_chunk, max(fill, traces // max(1, min_commits))))
 
 
 def prewarm(configs: list[StudentConfig], execution: Execution) -> None:

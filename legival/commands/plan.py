@@ -28,12 +28,11 @@ def print_plan(spec_file: Path, db: Path | None, teachers: list[str] | None, com
     """Build the plan on a scratch copy of the store, print its tables, end with the JSON summary."""
     from legival_core.plan.build import scratch_plan
     from legival_core.stages.ingest import IngestError
-    from tasks.transfer import shard_chunk
 
     t0 = time.perf_counter()
     s, db_path = prepare_spec_run(spec_file, db, teachers, create=False)
     try:
-        p = scratch_plan(s, db_path, teachers=teachers, chunking=shard_chunk, spec_name=str(spec_file))
+        p = scratch_plan(s, db_path, teachers=teachers, spec_name=str(spec_file))
     except IngestError as e:
         fail(f"{e} (the plan stops there; nothing was stored)")
         raise

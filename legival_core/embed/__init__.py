@@ -110,6 +110,11 @@ class EmbedResult:
     reused: int = 0
     """Distinct sentences taken from `known` or the embedder's memory."""
 
+    def cache_rows(self, key: str) -> list[dict[str, Any]]:
+        """The `sentence_embeddings` rows of the vectors this call computed (`key`: `Embedder.key`)."""
+        return [{"model": key, "sentence_hash": h, "dim": int(v.shape[0]), "vector": to_bytes(v)}
+                for h, v in self.new.items()]
+
 
 class Embedder:
     """One model at one precision on one backend, loaded on first use. Picklable until then (Ray

@@ -47,7 +47,7 @@ class ShardPlan:
     expected_decode: int | None = None
     prompt_tokens_counted: str = "exact"
     chunks: int = 0
-    """Chunks the shard's missing traces are sent in (`chunking`; the flow's `tasks.transfer.shard_chunk`)."""
+    """Chunks the shard's missing traces are sent in (sized by `shard_chunk`, as the flow's shard task does)."""
 
 
 @dataclass(slots=True)
@@ -115,12 +115,8 @@ class BenchmarkPlan:
         return d
 
 
-Chunking = Callable[[int, int, int], int]
-"""chunking(transfer traces, rollouts, traces_per_chunk) -> traces per chunk, as the flow sizes a shard."""
-
-
 def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | None = None,
-                   table: Table | None = None, sample: int = PLAN_SAMPLE, chunking: Chunking | None = None,
+                   table: Table | None = None, sample: int = PLAN_SAMPLE,
                    counter_for: Callable[[str, dict[str, Any]], PromptCounter] | None = None,
                    spec_name: str = "", store_name: str = "") -> BenchmarkPlan:
     """The plan of `spec` on `store` (which already holds the traces a run would ingest)."""
@@ -133,8 +129,7 @@ def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | N
                        "(run `legival plan` again after generation)")
     _efficiency(spec, store, p)
     if spec.transfer.enabled:
-        _transfer(spec, store, chosen, p, sample, counter_for or _local_counter,
-                  chunking or (lambda _t, _r, per_chunk: per_chunk))
+        _transfer(spec, store, chosen, p, sample, counter_for or _local_counter)
     if spec.judge.enabled:
         _judge(spec, store, p)
     if spec.quality.enabled:
@@ -224,9 +219,9 @@ def _efficiency(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
 
 
 def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: BenchmarkPlan, sample: int,
-              counter_for: Callable[[str, dict[str, Any]], PromptCounter], chunking: Chunking) -> None:
+              counter_for: Callable[[str, dict[str, Any]], PromptCounter]) -> None:
     from legival_core.datasets.base import get_dataset
-    from legival_core.stages.transfer import TransferStage
+    from legival_core.stages.transfer import TransferStage, shard_chunk
 
     for st in spec.students:
         config = spec.student_config(st)
@@ -243,7 +238,7 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
                 tokens, counted = _count_prompts(counter, system, plan.units, sample)
                 shard.prompt_tokens, shard.prompt_tokens_computed = tokens.requested, tokens.computed
                 shard.prompt_tokens_counted = counted
-                per_chunk = chunking(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
+                per_chunk = shard_chunk(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
                 shard.chunks = -(-len(plan.units) // max(1, per_chunk))
                 shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
                 shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from legival_core.embed import Embedder, embedding_key, sentence_hash, to_bytes
+from legival_core.embed import Embedder, embedding_key, sentence_hash
 from legival_core.metrics.base import MetricValue, TraceText, stored_trace_metrics
 from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy, similarity_model
 from legival_core.segment import SEGMENTER_VERSION, sentence_spans
@@ -232,7 +232,6 @@ class _EfficiencyChunk:
         res = embedder.embed(sentences, {h: v for u in need for h, v in u.cached}) if sentences else None
         emb = res.vectors if res is not None else None
         seconds = time.perf_counter() - t0 if sentences else 0.0
-        new_rows = _embedding_rows(need, res.new if res is not None else {}, embedder.key)
         r_of: dict[str, tuple[float, ...]] = {u.trace_id: u.known_r for u in units if u.known_r is not None}
         sims: dict[str, list[dict[str, Any]]] = {}
         sim_model = similarity_model(cfg)
@@ -250,29 +249,14 @@ class _EfficiencyChunk:
                 v = MetricValue(redundancy(r_of[u.trace_id], cfg.tau), cfg.model)
                 rows[u.trace_id].append(_metric_row(u.trace_id, REDUNDANCY.name, params, REDUNDANCY.version, v))
         n_sent = {u.trace_id: len(u.spans) for u in need}
+        # The chunk's new cache rows and counts ride on its first result (a chunk commits as one batch).
         first = units[0].trace_id if units else ""
+        new_rows = tuple(res.cache_rows(embedder.key)) if res is not None else ()
         return [EfficiencyResult(u.trace_id, tuple(rows[u.trace_id]), tuple(sims.get(u.trace_id, ())),
                                  n_sent.get(u.trace_id, 0), seconds * n_sent.get(u.trace_id, 0) / max(1, len(sentences)),
-                                 tuple(new_rows.get(u.trace_id, ())),
-                                 res.encoded if res is not None and u.trace_id == first else 0,
-                                 res.reused if res is not None and u.trace_id == first else 0)
+                                 *((new_rows, res.encoded, res.reused) if res is not None and u.trace_id == first
+                                   else ((), 0, 0)))
                 for u in units]
-
-
-def _embedding_rows(need: Sequence[EfficiencyUnit], new: dict[str, Any], key: str) -> dict[str, list[dict[str, Any]]]:
-    """The cache rows of the vectors computed now, each with the first trace that has its sentence."""
-    out: dict[str, list[dict[str, Any]]] = {}
-    left = dict(new)
-    for u in need:
-        for a, b in u.spans:
-            h = sentence_hash(u.reasoning[a:b])
-            v = left.pop(h, None)
-            if v is not None:
-                out.setdefault(u.trace_id, []).append({"model": key, "sentence_hash": h, "dim": int(v.shape[0]),
-                                                       "vector": to_bytes(v)})
-        if not left:
-            break
-    return out
 
 
 def _metric_row(trace_id: str, metric: str, params: str, version: str, v: MetricValue) -> dict[str, Any]:

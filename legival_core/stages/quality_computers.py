@@ -219,8 +219,6 @@ class CohesionComputer:
     def __call__(self, units: Sequence[QualityUnit]) -> list[Row]:
         import numpy as np
 
-        from legival_core.embed import sentence_hash, to_bytes
-
         g, cfg = self.g, self.cfg
         sents = {u.trace_id: [u.reasoning[a:b] for a, b in u.spans] for u in units}
         unique = list(dict.fromkeys(s for ss in sents.values() if len(ss) >= 2 for s in ss))
@@ -228,9 +226,7 @@ class CohesionComputer:
         res = self.embedder.embed(unique, {h: v for u in units for h, v in u.cached}) if unique else None
         emb = res.vectors if res is not None else np.zeros((0, 1), dtype=np.float32)
         if res is not None:
-            key = self.embedder.key
-            self._new += [{"model": key, "sentence_hash": sentence_hash(s), "dim": int(emb.shape[1]),
-                           "vector": to_bytes(emb[i])} for s, i in index.items() if sentence_hash(s) in res.new]
+            self._new += res.cache_rows(self.embedder.key)
         rows: list[Row] = []
         for t, ss in sents.items():
             r = cohesion_from_embeddings(emb[[index[s] for s in ss]], cfg.cohesion) if len(ss) >= 2 else None

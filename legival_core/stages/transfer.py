@@ -18,6 +18,7 @@ part in the metrics.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,12 @@ register_stage("transfer", "legival transfer --db DB", needs=("grade", "segment"
                description="student rollouts on prefixes of correct traces (SPEC section 4)")
 
 STAT_FIELDS = ("forced", "overflow", "prompt_tokens", "prefill_computed", "prefill_cached", "decode_tokens")
+
+
+MIN_COMMITS = 8
+"""A shard with fewer than MIN_COMMITS x traces_per_chunk traces gets smaller chunks (`shard_chunk`)."""
+CHUNK_ROLLOUTS = 8
+"""...but a chunk keeps about this many rollouts (half a decode batch of the embedded student)."""
 
 
 @dataclass(slots=True)
@@ -136,6 +143,17 @@ def load_transfer_traces(store: Store, rows: pl.DataFrame, teacher: str | None =
         steps = Steps(x["reasoning"], tuple(Span(a, b) for a, b in spans[r["trace_id"]]))
         out.append(TransferTrace(r["trace_id"], r["teacher"], r["dataset"], problem, steps))
     return out
+
+
+def shard_chunk(traces: int, rollouts: int, traces_per_chunk: int, min_commits: int = MIN_COMMITS,
+                min_rollouts: int = CHUNK_ROLLOUTS) -> int:
+    """Traces per chunk for a shard of `traces` transfer traces and `rollouts` rollouts (its full
+    plan): the fewest traces that hold about `min_rollouts` rollouts, but no fewer than the shard
+    needs for `min_commits` chunks, and at most `traces_per_chunk` (at least one trace)."""
+    if traces <= 0 or rollouts <= 0:
+        return max(1, traces_per_chunk)
+    fill = math.ceil(min_rollouts * traces / rollouts)
+    return max(1, min(traces_per_chunk, max(fill, traces // max(1, min_commits))))
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,10 +106,10 @@ def test_small_shards_commit_per_trace(tmp_path: Path) -> None:
     from legival_core.spec import student_config
     from legival_core.stages.base import run_stage
     from legival_core.stages.ingest import ingest_file
-    from legival_core.stages.transfer import TransferStage
+    from legival_core.stages.transfer import TransferStage, shard_chunk
     from legival_core.store import Store
     from legival_core.transfer.students import make_student_backend
-    from tasks.transfer import ShardStage, shard_chunk
+    from tasks.transfer import ShardStage
     from tests.flows._orchestration import small_traces
 
     cases = [(2, 17, 2), (2, 7, 2), (3, 27, 4), (4, 16, 4), (50, 850, 16), (1000, 17000, 16), (0, 0, 4)]
