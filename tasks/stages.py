@@ -10,7 +10,6 @@ includes the flow-run id and would only add bookkeeping.
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ def ingest_teacher_task(db: str, teacher: Teacher) -> IngestResult:
 
 def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
     """Ingest a teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
-    from legival_core.stages.ingest import ingest_file, select_records
+    from legival_core.stages.ingest import ingest_spec_file
 
     if teacher.generate is not None:
         raise GeneratingTeacher(
@@ -54,11 +53,7 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
         )
     r = IngestResult(teacher.name)
     for path in teacher.traces:
-        with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
-            src = select_records(path, teacher.select, Path(tmp)) if teacher.select else path
-            with locked_store(db) as store:
-                s = ingest_file(store, src, teacher=teacher.name)
-        s.file = str(path)
+        s = ingest_spec_file(lambda: locked_store(db), path, teacher.name, teacher.select)
         r.files.append(s.as_dict())
         r.new_traces += s.new_traces
         r.already_stored += s.already_stored

@@ -9,7 +9,6 @@ graded and segmented there with the same ingest code, and the real store left un
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -174,15 +173,10 @@ def _complete(store: Store) -> bool:
 
 
 def ingest_teacher_files(store: Store, teacher: Teacher) -> int:
-    """Store a teacher's trace files (only its records when `select` is set); new traces."""
-    from legival_core.stages.ingest import ingest_file, select_records
+    """Store a teacher's trace files as a run does (`ingest_spec_file`); new traces."""
+    from legival_core.stages.ingest import ingest_spec_file
 
-    new = 0
-    for path in teacher.traces:
-        with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
-            src = select_records(path, teacher.select, Path(tmp)) if teacher.select else path
-            new += ingest_file(store, src, teacher=teacher.name).new_traces
-    return new
+    return sum(ingest_spec_file(store, path, teacher.name, teacher.select).new_traces for path in teacher.traces)
 
 
 def _chosen(spec: BenchmarkSpec, teachers: list[str] | None) -> list[Teacher]:

@@ -29,6 +29,7 @@ from legival_core.stages.trace_records import (
     ParsedLine,
     TraceRecord,
     dedupe_problems,
+    file_error,
     grade_row,
     is_parquet,
     numbered,
@@ -324,5 +325,22 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
             else:
                 dst.write(b"\n")  # blank: ingest skips it, and line numbers stay the original file's
     if kept == 0:
-        raise ValueError(f"{path}: no record has model {model!r} (spec `select`)")
+        raise file_error(str(path), f"no record has model {model!r} (spec `select`)")
     return out
+
+
+def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, select: str | None) -> IngestSummary:
+    """A spec teacher's trace file: only its records when `select` is set (`select_records`), errors
+    naming the spec's file and line (never the temporary copy), `file` = the spec's path."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
+        src = select_records(path, select, Path(tmp)) if select else path
+        try:
+            s = ingest_file(store, src, teacher=teacher)
+        except IngestError as e:
+            if src == path:
+                raise
+            raise IngestError(str(path), e.line, e.field, e.message, e.unit) from None
+    s.file = str(path)
+    return s

@@ -101,3 +101,26 @@ def test_plan_names_a_missing_trace_file(tmp_path: Path, bad: str) -> None:
     spec.write_text(text.replace("../demo-out", str(tmp_path)))
     r = legival("plan", str(spec), ok=False)
     assert r.returncode == 2 and "missing.jsonl" in r.stderr
+
+
+def test_a_bad_line_is_reported_in_the_spec_file_not_a_temporary_copy(tmp_path: Path) -> None:
+    """`select:` ingests a filtered copy; its errors must still name the user's file and line."""
+    bad = tmp_path / "bad.jsonl"
+    lines = [x for x in (EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl").read_text(encoding="utf-8").splitlines()
+             if '"openai/gpt-oss-20b"' in x][:3]
+    bad.write_text("\n".join(lines) + '\n{"model": "openai/gpt-oss-20b", "dataset": "gsm8k", "problem_id": 5\n')
+    spec = tmp_path / "s.yaml"
+    text = DEMO.read_text().replace("data/", f"{EXAMPLES}/").replace("../demo-out", str(tmp_path))
+    text = text.replace(f"traces: [{EXAMPLES}/gsm8k_md_eval_cot_5teachers.jsonl]\n    select: openai/gpt-oss-20b",
+                        f"traces: [{bad}]\n    select: openai/gpt-oss-20b", 1)
+    spec.write_text(text)
+    r = legival("plan", str(spec), ok=False)
+    assert r.returncode == 2 and f"error: {bad}:4: field '<json>'" in r.stderr, r.stderr
+
+
+def test_a_select_that_matches_no_record_is_an_error_line(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    text = DEMO.read_text().replace("data/", f"{EXAMPLES}/").replace("../demo-out", str(tmp_path))
+    spec.write_text(text.replace("select: openai/gpt-oss-20b", "select: openai/gpt-oss-2O0b", 1))
+    r = legival("plan", str(spec), ok=False)
+    assert r.returncode == 2 and "no record has model 'openai/gpt-oss-2O0b'" in r.stderr, r.stderr
