@@ -268,7 +268,9 @@ def _init_ray(execution: Execution) -> None:
         # Ray starts workers at niceness 15 by default; here the engines ARE the work, so they must not
         # yield the CPU to every other process on a shared machine.
         os.environ.setdefault("RAY_worker_niceness", "0")
-        ray.init(num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
+        # address="local": always a new local Ray, never a cluster that happens to run on this
+        # machine (`ray start`, another test's nodes), which would refuse num_cpus anyway.
+        ray.init(address="local", num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=execution.ray_address, log_to_driver=False)
     _started_ray = True
