@@ -81,7 +81,8 @@ def judge(
         f"judge {s.judge}/{s.model}: {s.selected} selected, {s.cached} cached, {s.judge_calls} judged "
         f"({s.ok} ok, {s.failed} failed, {s.overflow} overflow)"
         + (f", {s.not_sent} not sent" if s.not_sent else "") + f", {s.retries} retries; "
-        f"estimated ${s.estimated_cost_usd:.4f}" + (" (estimate only, nothing sent)" if estimate else ""),
+        f"estimated ${s.estimated_cost_usd:.4f}" + (f" ({s.estimate_basis})" if s.estimate_basis else "")
+        + (" (estimate only, nothing sent)" if estimate else ""),
         markup=False, highlight=False,
     )
     summary: dict[str, Any] = {"command": "judge", **s.as_dict(), "wall_s": round(wall, 3)}

@@ -39,6 +39,11 @@ class CostEstimate:
     output_tokens: int
     usd: float
 
+    def scaled(self, factor: float) -> CostEstimate:
+        """The estimate of a population `factor` times the size of the one estimated (a sample's)."""
+        return CostEstimate(round(self.calls * factor), round(self.input_tokens * factor),
+                            round(self.output_tokens * factor), self.usd * factor)
+
 
 class CostLimitExceeded(RuntimeError):
     """The estimated cost of a run is above the configured maximum; nothing was sent."""

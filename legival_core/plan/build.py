@@ -22,9 +22,9 @@ from legival_core.store import planner as reads
 
 PLAN_SAMPLE = 256
 """Transfer traces per (teacher, dataset, student) whose prompts are tokenized; beyond it, that many
-traces spread over the shard are counted and the rest scaled by characters, so that a paper-scale
-plan stays under a minute (measured: 20 or 40 of the 80 bundled traces of 5 teachers scaled to
-within 3% of counting all; a shard holds one teacher and 256 traces), and the shard says so."""
+traces spread over the shard are loaded and counted and the rest estimated from their depths
+(`_count_prompts`), so that a paper-scale plan neither reads every trace's text nor tokenizes it;
+the shard says so."""
 
 
 @dataclass(slots=True)
@@ -224,16 +224,20 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
         mean_decode = reads.mean_rollout_completion_tokens(store, config.student_key)
         for t in chosen:
             for d in spec.datasets:
-                plan = TransferStage(config, t.name, d, spec.transfer.limit).plan(store)
-                s = plan.summary
+                stage = TransferStage(config, t.name, d, spec.transfer.limit)
+                missing = stage.missing(store)
+                s = missing.summary
+                work = missing.rows.height
                 shard = ShardPlan(t.name, d, st.name, s.transfer_traces, s.rollouts_total, s.rollouts_cached,
-                                  s.rollouts_total - s.rollouts_cached, len(plan.units))
-                system = get_dataset(d).system_prompt
-                tokens, counted = _count_prompts(counter, system, plan.units, sample)
+                                  s.rollouts_total - s.rollouts_cached, work)
+                rows = missing.rows[_spread(work, sample)] if work > sample else missing.rows
+                units = stage.units(store, rows, missing.done)
+                depths = _missing_depths(missing.rows, missing.done, config) if work > sample else None
+                tokens, counted = _count_prompts(counter, get_dataset(d).system_prompt, units, work, depths)
                 shard.prompt_tokens, shard.prompt_tokens_computed = tokens.requested, tokens.computed
                 shard.prompt_tokens_counted = counted
                 per_chunk = shard_chunk(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
-                shard.chunks = -(-len(plan.units) // max(1, per_chunk))
+                shard.chunks = -(-work // max(1, per_chunk))
                 shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
                 shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens
                 if mean_decode is not None:
@@ -243,30 +247,71 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
                 p.shards.append(shard)
 
 
-def _count_prompts(counter: PromptCounter, system: str, units: list[Any], sample: int) -> tuple[PromptTokens, str]:
-    """Every unit's prompts counted, or the first `sample` (stable order) scaled by prefix characters."""
-    if len(units) <= sample:
-        total = ZERO
-        for trace, plans in units:
-            total = total + counter.count(system, trace.problem.question, plans)
+def _spread(n: int, k: int) -> list[int]:
+    """`k` row indices spread evenly over `n` rows (the sample a large shard's prompts are counted on)."""
+    step = n / k
+    return [int(i * step) for i in range(k)]
+
+
+@dataclass(frozen=True, slots=True)
+class Depths:
+    """A shard's missing rollouts as its step counts give them (no text): how many, the sum of their
+    depths k, the traces with work, and the sum over those traces of their deepest missing k."""
+
+    rollouts: int
+    k_sum: int
+    traces: int
+    deepest_sum: int
+
+
+def _missing_depths(rows: Any, done: set[tuple[str, int]], config: Any) -> Depths:
+    from legival_core.transfer.planner import depth_bins
+
+    n = k_sum = traces = deepest = 0
+    for tid, m in zip(rows["trace_id"].to_list(), rows["m"].to_list(), strict=True):
+        ks = [k for k, _b in depth_bins(m, config) if (tid, k) not in done]
+        if ks:
+            n, k_sum, traces, deepest = n + len(ks), k_sum + sum(ks), traces + 1, deepest + max(ks)
+    return Depths(n, k_sum, traces, deepest)
+
+
+def _fit(x: list[int], y: list[int], x_sum: int, n: int) -> float:
+    """The sum over a population of n items (their x summing to `x_sum`) of the least-squares line
+    y = a + b*x fitted on a sample; a sample with a single x gives its mean times n."""
+    import numpy as np
+
+    if len(set(x)) < 2:
+        return sum(y) / len(y) * n
+    b, a = np.polyfit(np.asarray(x, dtype=float), np.asarray(y, dtype=float), 1)
+    return float(a * n + b * x_sum)
+
+
+def _count_prompts(counter: PromptCounter, system: str, units: list[Any], traces: int,
+                   depths: Depths | None = None) -> tuple[PromptTokens, str]:
+    """The prompt tokens of a shard's missing rollouts: `units` are all its `traces` traces with work
+    (counted exactly), or a spread sample of them, from which a regression estimate extends to the
+    shard's `depths`: each sampled prompt's size against its depth k (a prompt is the question plus k
+    steps) fitted as a + b*k over all missing rollouts; prefix sharing's computed tokens (each trace's
+    deepest prompt, plus one token per other prompt) the same way from each trace's deepest k."""
+    total = ZERO
+    ks: list[int] = []
+    sizes: list[int] = []
+    deep_k: list[int] = []
+    deep: list[int] = []
+    for trace, plans in units:
+        if not plans:
+            continue
+        got = counter.sizes(system, trace.problem.question, plans)
+        total = total + PromptTokens(sum(got), max(got) + len(got) - 1)
+        ks += [r.k for r in plans]
+        sizes += got
+        deep_k.append(max(r.k for r in plans))
+        deep.append(max(got))
+    if len(units) >= traces or depths is None or not sizes:
         return total, "exact" if counter.exact else "estimate"
-    counted, chars_counted, chars_all = ZERO, 0, 0
-    step = len(units) / sample
-    picked = {int(i * step) for i in range(sample)}
-    for i, (trace, plans) in enumerate(units):
-        chars = sum(_prefix_chars(pl) for pl in plans) + len(plans) * (len(trace.problem.question) + len(system))
-        chars_all += chars
-        if i in picked:
-            counted = counted + counter.count(system, trace.problem.question, plans)
-            chars_counted += chars
-    scale = chars_all / max(1, chars_counted)
-    return (PromptTokens(round(counted.requested * scale), round(counted.computed * scale)),
-            f"scaled from {len(picked)} of {len(units)} traces")
-
-
-def _prefix_chars(p: Any) -> int:
-    """A planned prefix's length from its spans, without cutting the text (the scaling weight)."""
-    return p.steps.spans[p.k - 1].end if p.k else 0
+    requested = _fit(ks, sizes, depths.k_sum, depths.rollouts)
+    computed = _fit(deep_k, deep, depths.deepest_sum, depths.traces) + depths.rollouts - depths.traces
+    return PromptTokens(round(requested), round(computed)), f"scaled from {len(units)} of {traces} traces"
 
 
 def _local_counter(model: str, options: dict[str, Any]) -> PromptCounter:
@@ -288,6 +333,8 @@ def _judge(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
     p.judge = {"name": spec.judge.name, "model": s.model, "calls": s.todo, "cached": s.cached,
                "input_tokens": s.estimated_input_tokens, "output_tokens": s.estimated_output_tokens,
                "cost_usd": round(s.estimated_cost_usd, 4)}
+    if s.estimate_basis:
+        p.judge["note"] = f"estimate {s.estimate_basis}"
 
 
 def _quality(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:

@@ -31,6 +31,11 @@ log = logging.getLogger("legival_core.stages.judge")
 
 ESTIMATE_CHUNK = 1000
 """Traces per partial estimate (the estimate is the sum of its chunks' rounded estimates)."""
+ESTIMATE_SAMPLE = 2000
+"""An estimate-only run (`legival plan`, `judge --estimate-only`) over more traces than this renders the
+prompts of that many, spread evenly over the selection, and scales their estimate by the selection's
+size (rendering every prompt of a paper-scale store took ~20 s of a plan). A run that sends calls
+always estimates (and guards `max_cost_usd` on) every prompt it sends."""
 
 
 @dataclass(slots=True)
@@ -63,6 +68,8 @@ class JudgeSummary:
     estimated_input_tokens: int = 0
     estimated_output_tokens: int = 0
     estimated_cost_usd: float = 0.0
+    estimate_basis: str = ""
+    """How the estimate was made when not from every prompt: "sampled N of M traces"."""
     batches_submitted: list[str] = field(default_factory=list)
     batches_resumed: list[str] = field(default_factory=list)
     batches_pending: list[str] = field(default_factory=list)
@@ -167,6 +174,13 @@ def plan_requests(
     to send: none under `estimate_only`; CostLimitExceeded (nothing sent) above `max_cost_usd`."""
     sel = select_traces(store, s.judge_key, limit, retry_failed, exclude)
     s.selected, s.cached, s.skipped_no_rubric, s.todo = sel.selected, sel.cached, sel.skipped_no_rubric, len(sel.todo)
+    if s.estimate_only and len(sel.todo) > ESTIMATE_SAMPLE:
+        picked = spread(sel.todo, ESTIMATE_SAMPLE)
+        est = estimate(judge, load_requests(store, picked), batch).scaled(len(sel.todo) / len(picked))
+        s.estimate_basis = f"sampled {len(picked)} of {len(sel.todo)} traces"
+        s.estimated_input_tokens, s.estimated_output_tokens = est.input_tokens, est.output_tokens
+        s.estimated_cost_usd = est.usd
+        return []
     reqs = load_requests(store, sel.todo)
     est = estimate(judge, reqs, batch)
     s.estimated_input_tokens, s.estimated_output_tokens = est.input_tokens, est.output_tokens
@@ -180,6 +194,14 @@ def plan_requests(
             "limit or judge fewer traces (--limit)"
         )
     return reqs
+
+
+def spread(items: Sequence[str], n: int) -> list[str]:
+    """`n` of `items` evenly spaced over it (all of them when there are no more than `n`), in order."""
+    if len(items) <= n:
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]
 
 
 def estimate(judge: AnyJudge, reqs: Sequence[JudgeRequest], batch: bool) -> CostEstimate:

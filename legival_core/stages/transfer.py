@@ -157,6 +157,16 @@ def shard_chunk(traces: int, rollouts: int, traces_per_chunk: int, min_commits: 
 
 
 @dataclass(frozen=True, slots=True)
+class MissingRollouts:
+    """`TransferStage.missing`: the shard's counts, the rows (`transfer_rows` columns) of its traces
+    with a missing depth, and the (trace_id, k) already stored for its student."""
+
+    summary: TransferSummary
+    rows: pl.DataFrame
+    done: set[tuple[str, int]]
+
+
+@dataclass(frozen=True, slots=True)
 class TransferStage:
     """Rollouts of one student on the transfer traces (optionally of one teacher/dataset, the first
     `limit` per cell) that are not stored yet."""
@@ -178,6 +188,16 @@ class TransferStage:
 
     def plan(self, store: Store) -> Plan[Unit, TransferSummary]:
         """Select the transfer traces, register the student, and list the rollouts that are missing."""
+        m = self.missing(store)
+        return Plan(self.units(store, m.rows, m.done), m.summary, total=m.summary.rollouts_total,
+                    done=m.summary.rollouts_cached)
+
+    def missing(self, store: Store) -> MissingRollouts:
+        """The plan's first phase, without any trace text: counts, the student registered, the rows of
+        the traces with a missing depth, and the stored (trace, depth) keys. `legival plan` stops here
+        for a paper-scale shard and loads a sample of the rows (`units`)."""
+        import polars as pl
+
         s = TransferSummary()
         rows, s.empty_correct_traces = transfer_rows(store, self.teacher, self.dataset, self.limit)
         s.transfer_traces = rows.height
@@ -197,13 +217,13 @@ class TransferStage:
             missing = sum(1 for k, _ in depths if (tid, k) not in done_keys)
             s.rollouts_cached += len(depths) - missing
             need.append(missing > 0)
-        import polars as pl
+        return MissingRollouts(s, rows.filter(pl.Series(need, dtype=pl.Boolean)), done_keys)
 
-        todo: list[Unit] = []
-        for t in load_transfer_traces(store, rows.filter(pl.Series(need, dtype=pl.Boolean)), self.teacher,
-                                      self.dataset):
-            todo.append((t, [p for p in plan_trace(t.trace_id, t.steps, c) if (t.trace_id, p.k) not in done_keys]))
-        return Plan(todo, s, total=s.rollouts_total, done=s.rollouts_cached)
+    def units(self, store: Store, rows: pl.DataFrame, done: set[tuple[str, int]]) -> list[Unit]:
+        """The plan's second phase: the traces of `rows` (from `missing`) with their missing rollouts."""
+        c = self.config
+        return [(t, [p for p in plan_trace(t.trace_id, t.steps, c) if (t.trace_id, p.k) not in done])
+                for t in load_transfer_traces(store, rows, self.teacher, self.dataset)]
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
         if self.backend is not None:

@@ -81,8 +81,8 @@ def test_estimate_without_tokenizer_is_flagged_and_close(tokenizer) -> None:
 
 
 def test_scaled_count_of_a_large_shard_is_close_to_counting_all(tokenizer) -> None:
-    """Past `sample` traces a shard counts a spread sample and scales by characters (paper scale)."""
-    from legival_core.plan.build import _count_prompts
+    """Past `sample` traces a shard counts a spread sample and estimates the rest from their depths."""
+    from legival_core.plan.build import Depths, _count_prompts, _spread
     from legival_core.stages.transfer import TransferTrace
     from legival_core.types import Problem
 
@@ -93,7 +93,12 @@ def test_scaled_count_of_a_large_shard_is_close_to_counting_all(tokenizer) -> No
         steps = Steps(r["reasoning"], sentence_spans(r["reasoning"]))
         t = TransferTrace(f"t{i}", "t", "gsm8k", Problem("gsm8k", r["problem_id"], r["problem"], "0"), steps)
         units.append((t, plan_trace(t.trace_id, steps, student_config())))
-    exact, how = _count_prompts(counter, SYSTEM, units, sample=len(units))
-    scaled, how_scaled = _count_prompts(counter, SYSTEM, units, sample=20)
+    exact, how = _count_prompts(counter, SYSTEM, units, len(units))
+    depths = Depths(sum(len(plans) for _, plans in units), sum(r.k for _, plans in units for r in plans),
+                    len(units), sum(max(r.k for r in plans) for _, plans in units))
+    sample = [units[i] for i in _spread(len(units), 20)]
+    scaled, how_scaled = _count_prompts(counter, SYSTEM, sample, len(units), depths)
     assert how == "exact" and how_scaled == f"scaled from 20 of {len(units)} traces"
     assert abs(scaled.requested - exact.requested) / exact.requested < 0.05
+    assert abs(scaled.computed - exact.computed) / exact.computed < 0.1
+    assert scaled.requested != exact.requested  # estimated from the sample, not counted

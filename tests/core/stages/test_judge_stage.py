@@ -297,6 +297,27 @@ def test_max_cost_guard_in_the_stage(db: Path, gemini: FakeGemini) -> None:
     assert gemini.requests == []
 
 
+def test_estimate_only_samples_a_large_selection(db: Path, gemini: FakeGemini,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ESTIMATE_SAMPLE traces an estimate renders an even spread of them and scales it (a
+    paper-scale plan); below it, every prompt. Calls stay exact; tokens come near the full estimate."""
+    import legival_core.stages.judge_common as jc
+
+    with Store(db) as s:
+        full = judge_missing(s, make_judge(gemini), estimate_only=True)
+        monkeypatch.setattr(jc, "ESTIMATE_SAMPLE", 20)
+        part = judge_missing(s, make_judge(gemini), estimate_only=True)
+    assert full.estimate_basis == "" and full.todo > 20
+    assert part.estimate_basis == f"sampled 20 of {full.todo} traces"
+    assert part.todo == full.todo and part.judge_calls == 0
+    assert part.estimated_output_tokens == pytest.approx(full.estimated_output_tokens, rel=0.05)
+    assert part.estimated_input_tokens == pytest.approx(full.estimated_input_tokens, rel=0.3)
+    assert part.estimated_input_tokens != full.estimated_input_tokens  # really a sample, not every prompt
+    assert part.estimated_cost_usd == pytest.approx(full.estimated_cost_usd, rel=0.3)
+    assert jc.spread(list("abcdefghij"), 4) == ["a", "c", "f", "h"]
+    assert gemini.requests == []
+
+
 def test_judge_key_covers_model_and_prompt_version(gemini: FakeGemini) -> None:
     a, b = make_judge(gemini), make_judge(gemini, model="gemini-2.5-pro")
     assert judge_key(a) != judge_key(b)
