@@ -20,11 +20,12 @@ def test_scale_benchmark_runs_at_tiny_scale(tmp_path: Path) -> None:
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = r.stdout.strip().splitlines()
-    for label in ("(a) resume plan", "(b) commit", "(c) report", "(d) peak RSS"):
+    for label in ("(a) resume plan", "(b) commit", "(c) report", "(d) peak RSS", "(e) legival plan examples/paper.yaml"):
         line = next((x for x in lines if x.startswith(label)), None)
         assert line is not None and "target <" in line, (label, r.stdout)
     result = json.loads(lines[-1])
-    assert set(result["figures"]) == set(result["targets"]) == {"resume_plan_s", "commit_s", "report_s", "peak_rss_gib"}
+    assert set(result["figures"]) == set(result["targets"]) == {"resume_plan_s", "commit_s", "report_s", "peak_rss_gib",
+                                                                   "paper_plan_s"}
     gen, res, com, rep = result["generate"], result["resume"], result["commit"], result["report"]
     assert gen["traces"] == 288 and gen["rollouts"] > 10_000
     assert gen["segmentation_matches"] == gen["segmentation_checked"] > 0  # the stored spans are Punkt's
@@ -34,5 +35,7 @@ def test_scale_benchmark_runs_at_tiny_scale(tmp_path: Path) -> None:
     assert com["rows"] == com["stored"] == 2000 and com["commits"] > 1
     assert rep["files"] >= 15 and rep["resamples"] == 1000 and rep["rollouts_counted"] == gen["rollouts"]
     assert result["store_bytes"] == store.stat().st_size
+    pln = result["plan"]  # the paper matrix's teachers generate: their rollouts wait for their traces
+    assert pln["generations"] == 75_828 and pln["judge_calls"] == gen["traces"] and pln["paper_plan_s"] > 0
     # the generated store stays for the next run (which skips generation); the measured copy is gone
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scale.duckdb"]
