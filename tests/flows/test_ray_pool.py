@@ -120,3 +120,37 @@ def test_prewarm_starts_and_loads_engines_before_work(plan) -> None:
     pool.reset()
     shutdown_pools()  # stops the Ray that the owner thread started
     assert not ray.is_initialized()
+
+
+def _no_worker() -> None:
+    return None
+
+
+def _kill_own_process(worker: None, chunk: object) -> list[object]:
+    """A chunk that takes its engine's process down with it (a crashed model server, an OOM kill)."""
+    import os
+
+    os._exit(1)
+
+
+def _trace_of(unit) -> str:
+    return unit[0].trace_id
+
+
+def test_an_engine_lost_more_than_retries_times_fails_the_run(plan) -> None:
+    """`execution.retries` bounds the losses of one engine in one run: an engine that dies on every
+    chunk is recreated `retries` times, then the run fails with Ray's actor error (no endless loop,
+    nothing yielded)."""
+    from legival_core.stages.base import Work
+    from tasks.engines import _actor_died
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    pool = EnginePool(Execution(max_concurrent_engines=1, cpus_per_engine=1, traces_per_chunk=3, retries=1))
+    work = Work(_no_worker, _kill_own_process, 3, route=_trace_of, key="dies")
+    got = []
+    with pytest.raises(Exception) as info:
+        for batch in pool.run(work, plan.units):
+            got.append(batch)
+    assert _actor_died(info.value), repr(info.value)
+    assert got == [] and pool.replaced == 1  # one loss retried on a new engine, the second one fails
+    assert pool.actors == []  # the failed run reset the pool: the next run starts fresh engines
