@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 GradeStatus = Literal["ok", "unparsed", "timeout", "truncated"]
 
@@ -83,8 +83,10 @@ def trace_id_of(teacher: str, dataset: str, problem_id: str, reasoning: str, ans
     return content_hash(teacher, dataset, problem_id, reasoning, answer_text)
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(NamedTuple):
+    """A step's character range [start, end) in the original text. A named tuple, not a frozen
+    dataclass: a paper-scale resume builds millions of them (2-3x faster to build)."""
+
     start: int
     end: int
 

@@ -9,7 +9,7 @@ graded and segmented there with the same ingest code, and the real store left un
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,12 +264,14 @@ class Depths:
     deepest_sum: int
 
 
-def _missing_depths(rows: Any, done: set[tuple[str, int]], config: Any) -> Depths:
+def _missing_depths(rows: Any, done: Mapping[str, frozenset[int]], config: Any) -> Depths:
     from legival_core.transfer.planner import depth_bins
 
     n = k_sum = traces = deepest = 0
+    none: frozenset[int] = frozenset()
     for tid, m in zip(rows["trace_id"].to_list(), rows["m"].to_list(), strict=True):
-        ks = [k for k, _b in depth_bins(m, config) if (tid, k) not in done]
+        stored = done.get(tid, none)
+        ks = [k for k, _b in depth_bins(m, config) if k not in stored]
         if ks:
             n, k_sum, traces, deepest = n + len(ks), k_sum + sum(ks), traces + 1, deepest + max(ks)
     return Depths(n, k_sum, traces, deepest)

@@ -214,7 +214,7 @@ class _EfficiencyChunk:
 
     def __call__(self, embedder: Embedder, units: Sequence[EfficiencyUnit]) -> list[EfficiencyResult]:
         cfg = self.config
-        texts = {u.trace_id: TraceText(u.trace_id, u.reasoning, Steps(u.reasoning, tuple(Span(a, b) for a, b in u.spans)))
+        texts = {u.trace_id: TraceText(u.trace_id, u.reasoning, Steps(u.reasoning, tuple(map(Span._make, u.spans))))
                  for u in units}
         rows: dict[str, list[dict[str, Any]]] = {u.trace_id: [] for u in units}
         for tm in stored_trace_metrics("efficiency"):

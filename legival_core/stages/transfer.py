@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from legival_core.backends.base import Completion, GenerationRequest, TextBackend
 from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.stop_rules import StopRuleSpec
+from legival_core.bulk import gc_paused
 from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import Executor, Given, Plan, Work, register_stage
@@ -133,15 +134,23 @@ def load_transfer_traces(store: Store, rows: pl.DataFrame, teacher: str | None =
     ids = rows["trace_id"].to_list()
     if not ids:
         return []
-    inputs = {r["trace_id"]: r for r in reads.transfer_inputs(store, ids, teacher, dataset).iter_rows(named=True)}
+    with gc_paused():
+        return _build_transfer_traces(store, rows, ids, teacher, dataset)
+
+
+def _build_transfer_traces(store: Store, rows: pl.DataFrame, ids: list[str], teacher: str | None,
+                           dataset: str | None) -> list[TransferTrace]:
+    x = reads.transfer_inputs(store, ids, teacher, dataset)
+    inputs = dict(zip(x["trace_id"].to_list(), zip(x["reasoning"].to_list(), x["question"].to_list(),
+                                                    x["gold"].to_list(), x["choices"].to_list(), strict=True),
+                      strict=True))
     spans = reads.step_spans(store, ids, SEGMENTER_VERSION)
     out = []
-    for r in rows.iter_rows(named=True):
-        x = inputs[r["trace_id"]]
-        problem = Problem(r["dataset"], r["problem_id"], x["question"], x["gold"],
-                          tuple(json.loads(x["choices"])) if x["choices"] else ())
-        steps = Steps(x["reasoning"], tuple(Span(a, b) for a, b in spans[r["trace_id"]]))
-        out.append(TransferTrace(r["trace_id"], r["teacher"], r["dataset"], problem, steps))
+    for tid, t, d, pid in zip(ids, rows["teacher"].to_list(), rows["dataset"].to_list(), rows["problem_id"].to_list(),
+                              strict=True):
+        reasoning, question, gold, choices = inputs[tid]
+        problem = Problem(d, pid, question, gold, tuple(json.loads(choices)) if choices else ())
+        out.append(TransferTrace(tid, t, d, problem, Steps(reasoning, tuple(map(Span._make, spans[tid])))))
     return out
 
 
@@ -159,11 +168,11 @@ def shard_chunk(traces: int, rollouts: int, traces_per_chunk: int, min_commits: 
 @dataclass(frozen=True, slots=True)
 class MissingRollouts:
     """`TransferStage.missing`: the shard's counts, the rows (`transfer_rows` columns) of its traces
-    with a missing depth, and the (trace_id, k) already stored for its student."""
+    with a missing depth, and trace_id -> the depths k already stored for its student."""
 
     summary: TransferSummary
     rows: pl.DataFrame
-    done: set[tuple[str, int]]
+    done: Mapping[str, frozenset[int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,21 +218,27 @@ class TransferStage:
                     "decoding": canonical_json(c.decoding()), "prompt_version": PROMPT_VERSION, "profile": c.profile,
                 }])
         ids = rows["trace_id"].to_list()
-        done_keys = reads.stored_rollout_depths(store, c.student_key, ids)
+        done = reads.stored_rollout_depths(store, c.student_key, ids)
+        depths_of: dict[int, frozenset[int]] = {}  # the depths of a trace of m steps, per m
         need = []
         for tid, m in zip(ids, rows["m"].to_list(), strict=True):
-            depths = depth_bins(m, c)
+            depths = depths_of.get(m)
+            if depths is None:
+                depths = depths_of[m] = frozenset(k for k, _ in depth_bins(m, c))
+            stored = done.get(tid)
+            missing = len(depths - stored) if stored else len(depths)
             s.rollouts_total += len(depths)
-            missing = sum(1 for k, _ in depths if (tid, k) not in done_keys)
             s.rollouts_cached += len(depths) - missing
             need.append(missing > 0)
-        return MissingRollouts(s, rows.filter(pl.Series(need, dtype=pl.Boolean)), done_keys)
+        return MissingRollouts(s, rows.filter(pl.Series(need, dtype=pl.Boolean)), done)
 
-    def units(self, store: Store, rows: pl.DataFrame, done: set[tuple[str, int]]) -> list[Unit]:
+    def units(self, store: Store, rows: pl.DataFrame, done: Mapping[str, frozenset[int]]) -> list[Unit]:
         """The plan's second phase: the traces of `rows` (from `missing`) with their missing rollouts."""
         c = self.config
-        return [(t, [p for p in plan_trace(t.trace_id, t.steps, c) if (t.trace_id, p.k) not in done])
-                for t in load_transfer_traces(store, rows, self.teacher, self.dataset)]
+        none: frozenset[int] = frozenset()
+        with gc_paused():
+            return [(t, [p for p in plan_trace(t.trace_id, t.steps, c) if p.k not in done.get(t.trace_id, none)])
+                    for t in load_transfer_traces(store, rows, self.teacher, self.dataset)]
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
         if self.backend is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from legival_core.bulk import gc_paused
 from legival_core.store.db import Store
 
 if TYPE_CHECKING:
@@ -70,12 +71,13 @@ def step_spans(store: Store, trace_ids: Sequence[str], segmenter: str) -> dict[s
         "WHERE s.segmenter = ? ORDER BY s.trace_id, s.idx",
         [segmenter],
     )
-    pairs = list(zip(frame["start_char"].to_list(), frame["end_char"].to_list(), strict=True))
-    runs = frame["trace_id"].rle()
-    at = 0
-    for n, tid in zip(runs.struct.field("len").to_list(), runs.struct.field("value").to_list(), strict=True):
-        out[tid] = pairs[at : at + n]
-        at += n
+    with gc_paused():  # millions of tuples at paper scale
+        pairs = list(zip(frame["start_char"].to_list(), frame["end_char"].to_list(), strict=True))
+        runs = frame["trace_id"].rle()
+        at = 0
+        for n, tid in zip(runs.struct.field("len").to_list(), runs.struct.field("value").to_list(), strict=True):
+            out[tid] = pairs[at : at + n]
+            at += n
     return out
 
 
@@ -179,16 +181,19 @@ def transfer_inputs(store: Store, trace_ids: Sequence[str], teacher: str | None 
     )
 
 
-def stored_rollout_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> set[tuple[str, int]]:
-    """(trace_id, k) of the stored rollouts (sample 0) of `student_key` on these traces."""
+def stored_rollout_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> dict[str, frozenset[int]]:
+    """trace_id -> the depths k of its stored rollouts (sample 0) of `student_key`, for those of these
+    traces that have any (one list per trace from DuckDB: a resume plan compares sets per trace
+    instead of building a (trace, k) pair per stored rollout)."""
     if not trace_ids:
-        return set()
+        return {}
     frame = store._query_ids(
         trace_ids,
-        "SELECT r.trace_id, r.k FROM rollouts r JOIN _ids USING (trace_id) WHERE r.student_key = ? AND r.sample = 0",
+        "SELECT r.trace_id, list(r.k) AS ks FROM rollouts r JOIN _ids USING (trace_id) "
+        "WHERE r.student_key = ? AND r.sample = 0 GROUP BY r.trace_id",
         [student_key],
     )
-    return set(zip(frame["trace_id"].to_list(), frame["k"].to_list(), strict=True))
+    return dict(zip(frame["trace_id"].to_list(), map(frozenset, frame["ks"].to_list()), strict=True))
 
 
 def sample_rollout_keys(store: Store, fraction: float, seed: int = 0) -> pl.DataFrame:
