@@ -167,9 +167,9 @@ def by_dataset(traces: pl.DataFrame, students: pl.DataFrame, student_curves: pl.
         .sort("teacher", "dataset")
         .select(teacher_dataset_report_columns())
     )
-    curves = (
+    curves = (  # n: the trace curves (trace x student) behind the bin, over the students
         student_curves.group_by("teacher", "dataset", "bin")
-        .agg(pl.col("f").mean(), pl.len().cast(pl.Int64).alias("n"))
+        .agg(pl.col("f").mean(), pl.col("n").sum().cast(pl.Int64))
         .sort("teacher", "dataset", "bin")
     )
     return td, curves
@@ -195,9 +195,9 @@ def by_teacher(td: pl.DataFrame, dataset_curves: pl.DataFrame) -> tuple[pl.DataF
         .sort("teacher")
     )
     t = t.with_columns(pl.when(pl.col(c) == "").then(None).otherwise(pl.col(c)).alias(c) for c in methods)
-    curves = (
+    curves = (  # n: the trace curves behind the bin, over the datasets (not the number of datasets)
         dataset_curves.group_by("teacher", "bin")
-        .agg(pl.col("f").mean(), pl.len().cast(pl.Int64).alias("n"))
+        .agg(pl.col("f").mean(), pl.col("n").sum().cast(pl.Int64))
         .sort("teacher", "bin")
     )
     return t.select("teacher", "n_datasets", *metrics, *methods, "n_students", *count_cols), curves

@@ -335,6 +335,13 @@ def test_report_aggregation_levels_by_hand() -> None:
     mu = {(r["teacher"], r["bin"]): r["f"] for r in agg.curves_by_teacher.iter_rows(named=True)}
     # mu_T = (((.5,.5) + (0,0)) / 2 + (1,1)) / 2 = ((.25,.25) + (1,1)) / 2 = (.625, .625)
     assert (mu[("T", 1)], mu[("T", 2)]) == (pytest.approx(0.625), pytest.approx(0.625))
+    # n: the trace curves (trace x student) behind a bin at every level, never the number of datasets
+    sn = agg.curves_by_student.filter((pl.col("teacher") == "T") & (pl.col("bin") == 1))
+    dn = {r["dataset"]: r["n"] for r in agg.curves_by_dataset.filter((pl.col("teacher") == "T") & (pl.col("bin") == 1))
+          .iter_rows(named=True)}
+    tn = {(r["teacher"], r["bin"]): r["n"] for r in agg.curves_by_teacher.iter_rows(named=True)}
+    assert dn == {d: int(sn.filter(pl.col("dataset") == d)["n"].sum()) for d in ("d1", "d2")}
+    assert tn[("T", 1)] == tn[("T", 2)] == int(sn["n"].sum()) == sum(dn.values())
 
 
 def _trace_frame(keys: list[tuple[str, str, str]]):  # type: ignore[no-untyped-def]

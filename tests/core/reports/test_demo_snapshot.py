@@ -12,6 +12,8 @@ Deliberate changes since the snapshot, and only these, are allowed:
 - new correlation rows whose rho is empty (the pairs of metrics that now always exist but have no
   value on the demo store);
 - counts no longer correlated (issue 13: `n_dimensions` is a count, not a metric to correlate).
+- `tu_curves.csv` `n` counts the trace curves behind each bin, not the datasets (snapshot's `n`
+  column updated 2026-12-01, every other column as taken).
 """
 
 from __future__ import annotations
