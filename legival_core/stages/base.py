@@ -13,8 +13,9 @@ lists only what is still missing. `needs` names the stages whose rows a stage re
 which command computes a missing input); `requires` are cheap stages run first (steps before judge).
 
 Executors run a `Work` (how to build a worker, e.g. load a model, and what it does with a chunk of
-units): `InProcessExecutor` here, the Ray engine pool in `tasks/` (same `Work`, one actor per engine,
-units routed by key so all prefixes of a trace meet the same prefix cache).
+units): `InProcessExecutor` and `ProcessExecutor` (CPU-bound work on every core) here, the Ray engine
+pool in `tasks/` (same `Work`, one actor per engine, units routed by key so all prefixes of a trace
+meet the same prefix cache).
 """
 
 from __future__ import annotations
@@ -103,6 +104,60 @@ class InProcessExecutor:
         finally:
             if work.teardown is not None:
                 work.teardown(worker)
+
+
+_process_worker: Any = None
+
+
+def _start_process_worker(setup: Callable[[], Any]) -> None:
+    global _process_worker
+    _process_worker = setup()
+
+
+def _process_chunk(process: Callable[[Any, Sequence[Any]], list[Any]], chunk: Sequence[Any]) -> list[Any]:
+    return process(_process_worker, chunk)
+
+
+class ProcessExecutor:
+    """Runs the chunks on `workers` processes of this machine (default: the CPUs this process may use),
+    each building its worker once, and yields their results in the chunks' order, so that commits
+    and progress are those of the in-process executor. For CPU-bound work that holds the GIL (Z3).
+    Processes are spawned, never forked: the parent's threads (DuckDB, Prefect, Ray) and their locks
+    stay out of them. `Work` must be picklable (it is, for Ray). With one worker, or one chunk, it
+    runs in process."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers if workers is not None else usable_cpus()
+
+    def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
+        import multiprocessing
+        from collections import deque
+        from concurrent.futures import Future, ProcessPoolExecutor
+
+        size = max(1, work.chunk_size)
+        chunks = [units[i : i + size] for i in range(0, len(units), size)]
+        n = min(self.workers, len(chunks))
+        if n <= 1:
+            yield from InProcessExecutor().run(work, units)
+            return
+        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_process_worker, initargs=(work.setup,))
+        try:
+            pending: deque[Future[list[R]]] = deque()
+            for chunk in chunks:
+                pending.append(pool.submit(_process_chunk, work.process, chunk))
+                if len(pending) > 2 * n:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+        finally:  # a failed commit (or chunk) stops the run: queued chunks are dropped, not computed
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def usable_cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 @dataclass

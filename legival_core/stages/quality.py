@@ -28,7 +28,9 @@ from legival_core.quality._local import Unavailable
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import (
     Executor,
+    InProcessExecutor,
     Plan,
+    ProcessExecutor,
     StoreAccess,
     Work,
     phase_progress,
@@ -175,6 +177,10 @@ class QualityStage:
     def run(self, units: Sequence[QualityUnit], executor: Executor) -> Iterator[list[QualityBatch]]:
         g = self.definition
         t0 = time.perf_counter()
+        if self.group == "z3" and isinstance(executor, InProcessExecutor) and self.config.z3_workers != 1:
+            # Z3 holds the GIL and the stage is CPU-bound: on every core (a caller's executor, a Ray
+            # pool on a cluster, is kept as given)
+            executor = ProcessExecutor(self.config.z3_workers)
         for batch in executor.run(Work(LoadGroup(g, self.config), ScoreChunk(g), self.config.chunk), units):
             elapsed = time.perf_counter() - t0
             yield [QualityBatch(b.trace_ids, b.rows, b.unavailable, elapsed, b.embeddings) for b in batch]

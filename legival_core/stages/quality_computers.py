@@ -81,6 +81,9 @@ class QualityConfig:
     bertscore_model: str = DEFAULT_BERTSCORE_MODEL
     bleurt_ckpt: str = DEFAULT_BLEURT_CKPT
     z3_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    z3_workers: int | None = None
+    """Processes the Z3 group runs on (`ProcessExecutor`; None: every CPU, 1: in process). Not in any
+    key: the rows are the same (tested)."""
     chunk: int = 200
     """Traces per chunk: the commit unit (a crash loses at most one chunk)."""
 
@@ -377,7 +380,11 @@ def _z3(g: Group, cfg: QualityConfig) -> Computer:
             if ir is None:
                 rows += [row(t, m, g, None, "unparsed", {"reason": err}) for m in g.metrics]
                 continue
-            r = verify_ir(ir, fallback_text=u.reasoning, timeout_ms=cfg.z3_timeout_ms)
+            try:
+                r = verify_ir(ir, fallback_text=u.reasoning, timeout_ms=cfg.z3_timeout_ms)
+            except Exception as e:  # noqa: BLE001 - one bad IR must not stop its chunk
+                rows += [row(t, m, g, None, "error", {"reason": f"{type(e).__name__}: {e}"}) for m in g.metrics]
+                continue
             d = {"z3_status": r.status, "answer": r.answer, "tracks": len(r.tracks), "dal": r.dal,
                  "unknown_checks": r.unknown_checks}
             bad = "timeout" if r.status in ("timeout", "unknown") or r.unknown_checks else "undefined"

@@ -159,3 +159,52 @@ def test_cli_on_the_bundled_traces(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "legival", "quality", "--db", db, "--metrics", "bogus"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "unknown quality metric" in p.stderr
+
+
+def _z3_rows(store: Store) -> list[tuple[Any, ...]]:
+    return rows(store, "SELECT trace_id, metric, value, status, detail FROM trace_metrics "
+                       "WHERE metric LIKE 'z3_%' ORDER BY trace_id, metric")
+
+
+def test_z3_on_worker_processes_equals_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Z3 group runs on a `ProcessExecutor` (every core) by default: the same rows, statuses and
+    details as one process, committed chunk by chunk in order (issue 16)."""
+    import concurrent.futures
+
+    pools: list[int] = []
+
+    class Spy(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, n: int, **kw: Any) -> None:
+            pools.append(n)
+            super().__init__(n, **kw)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Spy)
+    got = {}
+    for workers in (1, 2):
+        with Store(tmp_path / f"w{workers}.duckdb") as s:
+            ingest_file(s, BUNDLED)
+            summary = compute_quality(s, ["z3"], QualityConfig(chunk=10, z3_workers=workers))
+            assert summary.computed["z3"] == 80
+            got[workers] = _z3_rows(s)
+    assert len(got[1]) == 320 and got[1] == got[2]
+    assert pools == [2]  # the 2-worker run went through a pool of 2 processes; 1 worker ran in process
+    assert {r[3] for r in got[1]} >= {"ok", "unparsed"}
+
+
+def test_an_ir_that_breaks_the_verifier_fails_alone(small: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import legival_core.quality.z3_verify as zv
+
+    real, seen = zv.verify_ir, []
+
+    def flaky(ir: Any, **kw: Any) -> Any:
+        seen.append(1)
+        if len(seen) == 1:
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(ir, **kw)
+
+    monkeypatch.setattr(zv, "verify_ir", flaky)
+    s = compute_quality(small, ["z3"], QualityConfig(z3_workers=1))
+    assert s.computed["z3"] == 10
+    bad = rows(small, "SELECT DISTINCT trace_id, detail FROM trace_metrics WHERE status = 'error'")
+    assert len(bad) == 1 and "RecursionError" in bad[0][1]
+    assert _one(small, "SELECT count(*) FROM trace_metrics WHERE metric = 'z3_acs' AND status = 'ok'")[0] >= 1
