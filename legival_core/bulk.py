@@ -1,10 +1,13 @@
-"""Building millions of small objects at once (a paper-scale plan's spans and traces)."""
+"""Large collections: building millions of small objects at once, and sampling a few of them evenly."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -23,3 +26,12 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def spread(items: Sequence[T], n: int) -> list[T]:
+    """`n` of `items` evenly spaced over it (all of them when there are no more than `n`), in order:
+    the sample a paper-scale estimate is made on (judge prompts, a shard's prompt tokens)."""
+    if len(items) <= n:
+        return list(items)
+    step = len(items) / n
+    return [items[int(i * step)] for i in range(n)]

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from legival_core.bulk import spread
 from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
 from legival_core.plan.throughput import Table, ThroughputError, estimate_time, load_table
 from legival_core.spec import BenchmarkSpec, Teacher
@@ -230,7 +231,7 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
                 work = missing.rows.height
                 shard = ShardPlan(t.name, d, st.name, s.transfer_traces, s.rollouts_total, s.rollouts_cached,
                                   s.rollouts_total - s.rollouts_cached, work)
-                rows = missing.rows[_spread(work, sample)] if work > sample else missing.rows
+                rows = missing.rows[spread(range(work), sample)] if work > sample else missing.rows
                 units = stage.units(store, rows, missing.done)
                 depths = _missing_depths(missing.rows, missing.done, config) if work > sample else None
                 tokens, counted = _count_prompts(counter, get_dataset(d).system_prompt, units, work, depths)
@@ -245,12 +246,6 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
                 elif shard.rollouts_missing == 0:
                     shard.expected_decode = 0
                 p.shards.append(shard)
-
-
-def _spread(n: int, k: int) -> list[int]:
-    """`k` row indices spread evenly over `n` rows (the sample a large shard's prompts are counted on)."""
-    step = n / k
-    return [int(i * step) for i in range(k)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from legival_core.bulk import spread
 from legival_core.judges.cost import CostEstimate, CostLimitExceeded, Prices, estimate_cost
 from legival_core.judges.prompt import has_rubric
 from legival_core.judges.records import JudgeRequest, JudgeResult, backtracking_fraction
@@ -194,14 +195,6 @@ def plan_requests(
             "limit or judge fewer traces (--limit)"
         )
     return reqs
-
-
-def spread(items: Sequence[str], n: int) -> list[str]:
-    """`n` of `items` evenly spaced over it (all of them when there are no more than `n`), in order."""
-    if len(items) <= n:
-        return list(items)
-    step = len(items) / n
-    return [items[int(i * step)] for i in range(n)]
 
 
 def estimate(judge: AnyJudge, reqs: Sequence[JudgeRequest], batch: bool) -> CostEstimate:

@@ -82,7 +82,8 @@ def test_estimate_without_tokenizer_is_flagged_and_close(tokenizer) -> None:
 
 def test_scaled_count_of_a_large_shard_is_close_to_counting_all(tokenizer) -> None:
     """Past `sample` traces a shard counts a spread sample and estimates the rest from their depths."""
-    from legival_core.plan.build import Depths, _count_prompts, _spread
+    from legival_core.bulk import spread
+    from legival_core.plan.build import Depths, _count_prompts
     from legival_core.stages.transfer import TransferTrace
     from legival_core.types import Problem
 
@@ -96,7 +97,7 @@ def test_scaled_count_of_a_large_shard_is_close_to_counting_all(tokenizer) -> No
     exact, how = _count_prompts(counter, SYSTEM, units, len(units))
     depths = Depths(sum(len(plans) for _, plans in units), sum(r.k for _, plans in units for r in plans),
                     len(units), sum(max(r.k for r in plans) for _, plans in units))
-    sample = [units[i] for i in _spread(len(units), 20)]
+    sample = spread(units, 20)
     scaled, how_scaled = _count_prompts(counter, SYSTEM, sample, len(units), depths)
     assert how == "exact" and how_scaled == f"scaled from 20 of {len(units)} traces"
     assert abs(scaled.requested - exact.requested) / exact.requested < 0.05
