@@ -68,10 +68,12 @@ def _todays_path() -> Any:
     embed_mod.MEMO_LIMIT = 0
     eff._embedding_rows = lambda need, new, key: {}
     eff.SegmentStage.commit = _segment_commit_per_trace  # type: ignore[method-assign]
+    embed_mod._load_runtime.cache_clear()  # loaded runtimes are shared per process: none across the switch
     try:
         yield
     finally:
         rt.load_runtime, embed_mod.MEMO_LIMIT, eff._embedding_rows, eff.SegmentStage.commit = saved  # type: ignore[method-assign]
+        embed_mod._load_runtime.cache_clear()
 
 
 def _run(db: Path, cfg: Any) -> tuple[float, float, Any, Any]:

@@ -19,9 +19,11 @@ from tasks.stages import (
     grade_task,
     ingest_teacher_task,
     judge_task,
+    monitor_task,
     plan_task,
     plan_vs_actual,
     quality_task,
+    rewards_task,
 )
 
 
@@ -31,7 +33,7 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) -> grade
     (what the current graders have not graded) -> efficiency -> plan (`legival plan` on the store: an
     artifact, and `plan_vs_actual` in the summary) -> transfer (subflow, one task per shard) -> judge ->
-    quality -> aggregate. When this
+    quality -> rewards -> monitor (these two only when enabled) -> aggregate. When this
     run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
     runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
     which a fully cached rerun would feel). The run carries the spec and teacher tags, an overall
@@ -77,6 +79,12 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         if s.quality.enabled:
             summary["quality"] = quality_task(dbp, s.quality)
         lap("quality")
+        if s.rewards.enabled:
+            summary["rewards"] = rewards_task(dbp, s.rewards, s.execution)
+            lap("rewards")
+        if s.monitor.enabled:
+            summary["monitor"] = monitor_task(dbp, s.monitor, s.supervisor(), s.execution)
+            lap("monitor")
         ag = asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s)))
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]

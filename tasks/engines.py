@@ -309,6 +309,15 @@ def get_pool(work: Work[Any, Any, Any], execution: Execution) -> EnginePool:
         return pool
 
 
+def release_pool(key: str) -> None:
+    """Kill the engines of one pool (a stage done with its model), so that its GPUs serve the next
+    model; Ray stays up for the other pools."""
+    with _pools_lock:
+        pool = _pools.pop(key, None)
+    if pool is not None and pool.actors:
+        pool.reset()
+
+
 def loaded_engines() -> int:
     return sum(p.loaded_engines() for p in _pools.values())
 

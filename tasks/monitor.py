@@ -106,7 +106,8 @@ def _tag_flow_run(names: list[str]) -> None:
 def benchmark_stages(spec: BenchmarkSpec) -> list[str]:
     """The benchmark flow's stages (its lap names) that this spec runs."""
     return ["ingest", "efficiency", *(["transfer"] if spec.transfer.enabled else []),
-            *(["judge"] if spec.judge.enabled else []), *(["quality"] if spec.quality.enabled else []), "aggregate"]
+            *(["judge"] if spec.judge.enabled else []), *(["quality"] if spec.quality.enabled else []),
+            *(["rewards"] if spec.rewards.enabled else []), *(["monitor"] if spec.monitor.enabled else []), "aggregate"]
 
 
 class BenchmarkMonitor:

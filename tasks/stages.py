@@ -1,9 +1,12 @@
-"""Per-stage Prefect tasks: ingest and generate (one per teacher), grade, efficiency, judge, quality, report.
+"""Per-stage Prefect tasks: ingest and generate (one per teacher), grade, efficiency, judge, quality,
+rewards, monitor, report.
 
 Each is a thin wrapper around one `legival_core` stage run by `run_stage` (the same stage objects the
 CLI commands run), computing only what the store lacks. Task runs are named after their stage and
-what it runs (`ingest <teacher>`, `judge lexical`, `quality clarity,cohesion,z3`, `report`), and each
-logs its counts with the run logger.
+what it runs (`ingest <teacher>`, `judge lexical`, `quality clarity,cohesion,z3`, `rewards <models>`,
+`monitor <supervisor>`, `report`), and each logs its counts with the run logger. On a Ray cluster (or
+with the section's `num_gpus` set) the efficiency, rewards and monitor stages run their `Work` on
+Ray actors (`tasks.engines.RayExecutor`); else in this process.
 `cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
 includes the flow-run id and would only add bookkeeping.
 """
@@ -17,7 +20,17 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from legival_core.spec import BenchmarkSpec, Efficiency, Execution, Judge, Quality, Teacher
+from legival_core.spec import (
+    BenchmarkSpec,
+    Efficiency,
+    Execution,
+    Judge,
+    Monitor,
+    Quality,
+    Rewards,
+    SupervisorModel,
+    Teacher,
+)
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
 from tasks.monitor import publish_plan, run_logger
@@ -142,13 +155,7 @@ def efficiency_task(db: str, config: Efficiency, execution: Execution | None = N
     `num_gpus` = `efficiency.num_gpus` (default `execution.gpus_per_engine`); else in this process."""
     from legival_core.stages.efficiency import compute_efficiency
 
-    executor = None
-    if execution is not None and (execution.ray_address != "local" or config.num_gpus):
-        from tasks.engines import RayExecutor
-
-        gpus = execution.gpus_per_engine if config.num_gpus is None else config.num_gpus
-        executor = RayExecutor(execution.model_copy(update={"gpus_per_engine": gpus}))
-    s = compute_efficiency(lambda: locked_store(db), config, executor)
+    s = compute_efficiency(lambda: locked_store(db), config, ray_executor(execution, config.num_gpus))
     BOARD.event("efficiency", **s.as_dict())
     _log_counts("efficiency", s.as_dict())
     return s.as_dict()
@@ -186,6 +193,77 @@ def quality_task(db: str, quality: Quality) -> dict[str, Any]:
     s = compute_quality(lambda: locked_store(db), quality.metrics)
     d: dict[str, Any] = s.as_dict()
     _log_counts(quality_run_name({"quality": quality}), d)
+    return d
+
+
+def ray_executor(execution: Execution | None, num_gpus: float | None) -> Any:
+    """A `RayExecutor` whose actors get `num_gpus` (default `execution.gpus_per_engine`) when the run
+    uses a Ray cluster or `num_gpus` is set; None (this process) otherwise."""
+    if execution is None or (execution.ray_address == "local" and not num_gpus):
+        return None
+    from tasks.engines import RayExecutor
+
+    gpus = execution.gpus_per_engine if num_gpus is None else num_gpus
+    return RayExecutor(execution.model_copy(update={"gpus_per_engine": gpus}))
+
+
+def _release(executor: Any, key: str) -> None:
+    """A stage done with its model on Ray: its engines go (their GPUs serve the next model)."""
+    if executor is not None:
+        from tasks.engines import release_pool
+
+        release_pool(key)
+
+
+def rewards_run_name(parameters: dict[str, Any]) -> str:
+    """`rewards skywork-v2-llama-8b,rb2-llama-8b,qwen2.5-math-prm-7b`: the spec's reward models."""
+    return "rewards " + ",".join(s.name for s in parameters["rewards"].specs())
+
+
+@task(name="rewards", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
+      task_run_name=rewards_run_name)  # type: ignore[arg-type]  # as quality_task
+def rewards_task(db: str, rewards: Rewards, execution: Execution | None = None) -> dict[str, Any]:
+    """Every reward model on the traces it has not scored, one model after the other (on a cluster
+    each model's actors are released before the next model loads). A model whose weights are not
+    installed stores `unavailable` rows with the reason (the report's coverage shows it)."""
+    from legival_core.stages.base import run_stage
+    from legival_core.stages.rewards import RewardsStage, RewardSummary
+
+    executor = ray_executor(execution, rewards.num_gpus)
+    summary = RewardSummary()
+    for spec in rewards.specs():
+        stage = RewardsStage(spec, rewards.limit)
+        try:
+            summary.models.append(run_stage(stage, lambda: locked_store(db), executor))
+        finally:
+            _release(executor, stage.work_key)
+    d = summary.as_dict()
+    for m in summary.models:
+        if m.status == "unavailable":
+            run_logger().warning("rewards %s: unavailable (%s)", m.name, m.reason)
+    BOARD.event("rewards", scored=d["rm_scored"], unavailable=d["rm_unavailable"])
+    _log_counts(rewards_run_name({"rewards": rewards}), {m.name: m.scored for m in summary.models})
+    return d
+
+
+@task(name="monitor", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
+      task_run_name="monitor {supervisor.name}")
+def monitor_task(db: str, monitor: Monitor, supervisor: SupervisorModel,
+                 execution: Execution | None = None) -> dict[str, Any]:
+    """The supervisor's verdicts on the items that have none; `status: unavailable` (and nothing
+    stored) when its model is not installed."""
+    from legival_core.stages.monitor import run_monitor_spec, supervisor_stage
+
+    executor = ray_executor(execution, monitor.num_gpus)
+    try:
+        s = run_monitor_spec(lambda: locked_store(db), monitor, supervisor, executor)
+    finally:
+        _release(executor, supervisor_stage(monitor, supervisor).work_key)
+    d: dict[str, Any] = s.as_dict()
+    if s.status == "unavailable":
+        run_logger().warning("monitor %s: unavailable (%s)", supervisor.name, s.reason)
+    BOARD.event("monitor", asked=s.asked, cached=s.cached, status=s.status)
+    _log_counts(f"monitor {supervisor.name}", d)
     return d
 
 

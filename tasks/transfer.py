@@ -117,8 +117,13 @@ class ShardStage:
         return self.inner.commit(store, results, plan)
 
 
+def student_work_key(config: StudentConfig) -> str:
+    """The key of a student's engine pool (`Work.key`)."""
+    return TransferStage(config).work().key
+
+
 def prewarm(configs: list[StudentConfig], execution: Execution) -> None:
-    """Start the students' engines in the background (see `tasks.engines.EnginePool.prewarm`)."""
-    ex = RayExecutor(execution)
-    for config in configs:
-        ex.prewarm(TransferStage(config, traces_per_chunk=execution.traces_per_chunk).work())
+    """Start the first student's engines in the background (see `tasks.engines.EnginePool.prewarm`):
+    students take turns on the engines (`flows.transfer`), so only the first one can load now."""
+    if configs:
+        RayExecutor(execution).prewarm(TransferStage(configs[0], traces_per_chunk=execution.traces_per_chunk).work())

@@ -1,4 +1,6 @@
-"""The embedded student: a small chat model run with transformers on the CPU, no server.
+"""The embedded student: a small chat model run with transformers on the CPU, no server. A base model
+without a chat template (Gemma 3 270M) gets the plain prompt layout of `prompt_format`, and its
+continuation ends where it starts a new `Question:` (finish reason "stop").
 
 Rollouts of one trace are prefixes of each other (same system + question, growing assistant prefix),
 so a group's longest prompt is prefilled once and every shorter request of the group is served from
@@ -43,6 +45,7 @@ from legival_core.backends.base import (
     GenerationRequest,
     Sampling,
 )
+from legival_core.backends.prompt_format import render_chat_with, turn_end
 from legival_core.catalog import SMOLLM2, canonical_model
 from legival_core.registry import register
 
@@ -147,20 +150,12 @@ class EmbeddedBackend:
         self.model_id: str = model_id or self.model_dir.name
         self.context_length: int = int(config.max_position_embeddings)
         self._eos_ids = _eos_ids(self._model, self._tokenizer)
+        self._turn_end = turn_end(self._tokenizer)
 
     # ---- TextBackend -------------------------------------------------------------------------
 
     def render_chat(self, messages: Sequence[ChatMessage], continue_final_message: bool) -> str:
-        chat = [{"role": m.role, "content": m.content} for m in messages]
-        if continue_final_message:
-            if not chat or chat[-1]["role"] != "assistant":
-                raise ValueError("continue_final_message needs a final assistant message to continue")
-            rendered = self._tokenizer.apply_chat_template(chat, tokenize=False, continue_final_message=True)
-        else:
-            rendered = self._tokenizer.apply_chat_template(
-                chat, tokenize=False, add_generation_prompt=chat[-1]["role"] != "assistant"
-            )
-        return str(rendered)
+        return render_chat_with(self._tokenizer, messages, continue_final_message)
 
     def count_tokens(self, text: str) -> int:
         return len(self._encode(text))
@@ -254,7 +249,11 @@ class EmbeddedBackend:
         row.generated.append(token)
         row.text = str(self._tokenizer.decode(row.generated, skip_special_tokens=True))
         rule = row.request.stop_rule
-        if rule is not None and rule(row.text):
+        end = row.text.find(self._turn_end) if self._turn_end else -1
+        if end >= 0:
+            row.text = row.text[:end]
+            row.finish = "stop"
+        elif rule is not None and rule(row.text):
             row.finish = "rule"
         elif (
             row.completion_tokens >= row.request.max_new_tokens
@@ -424,9 +423,17 @@ def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
 
 @register("backend", "embedded", meta=BackendInfo(dtypes=("float32", "bfloat16")))
 def make_embedded_backend(model: str | None = None, dtype: str | None = None, **options: Any) -> EmbeddedBackend:
-    """transformers on the CPU with shared-prefix KV reuse (default model: the shipped SmolLM2)."""
-    if model is not None and canonical_model(model) != SMOLLM2:
-        options.setdefault("model_dir", model)
+    """transformers on the CPU with shared-prefix KV reuse (default model: the shipped SmolLM2; any
+    shipped model by name, e.g. Gemma 3 270M; otherwise a local model directory)."""
+    if model is not None and "model_dir" not in options:
+        from legival_core.backends.shipped import safetensors_dir, shipped_model
+
+        shipped = shipped_model(model)
+        if shipped is not None:
+            cache_dir = options.get("cache_dir")
+            options["model_dir"] = safetensors_dir(shipped, Path(cache_dir) if cache_dir is not None else None)
+        else:
+            options["model_dir"] = model
     if model is not None:
         options.setdefault("model_id", canonical_model(model))
     if dtype is not None:

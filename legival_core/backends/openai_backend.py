@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from legival_core.backends.base import BackendInfo, ChatMessage, Completion, FinishReason, GenerationRequest
+from legival_core.backends.prompt_format import render_chat_with
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.backends.vllm_backend import (
     overflow_completion,
-    render_chat_with,
     sampling_fields,
     submission_order,
 )

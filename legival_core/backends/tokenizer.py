@@ -2,8 +2,8 @@
 
 The backends count prompt tokens with the model's own tokenizer (`tokenizer(prompt,
 add_special_tokens=False)` on the chat-rendered prompt); the plan uses the same tokenizer when it is
-on this machine: a `tokenizer_dir` or `model_dir` backend option, the shipped SmolLM2 (its exported
-directory, or the tokenizer inside the GGUF, which loads no weights), or a hub id already in the
+on this machine: a `tokenizer_dir` or `model_dir` backend option, a shipped model (its exported
+directory, or SmolLM2's tokenizer inside its GGUF, which loads no weights), or a hub id already in the
 local cache. Nothing is downloaded. When none is found the caller falls back to an estimate and
 says so.
 """
@@ -15,7 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from legival_core.catalog import SMOLLM2, canonical_model
+from legival_core.backends.shipped import (
+    ModelNotInstalled,
+    ShippedModel,
+    export_path,
+    is_complete_export,
+    safetensors_dir,
+    shipped_model,
+    smollm2_gguf_path,
+)
+from legival_core.catalog import SMOLLM2
 
 
 def local_tokenizer(model: str, options: Mapping[str, Any] | None = None) -> tuple[Any | None, str]:
@@ -31,28 +40,29 @@ def local_tokenizer(model: str, options: Mapping[str, Any] | None = None) -> tup
                 return AutoTokenizer.from_pretrained(str(path)), f"tokenizer of {path}"
             except (OSError, ValueError) as e:
                 return None, f"backend option {key}={path} has no loadable tokenizer ({type(e).__name__})"
-    if canonical_model(model) == SMOLLM2:
-        return _smollm2_tokenizer()
+    shipped = shipped_model(model)
+    if shipped is not None:
+        return _shipped_tokenizer(shipped)
     try:
         return AutoTokenizer.from_pretrained(model, local_files_only=True), f"tokenizer of {model} (local cache)"
     except (OSError, ValueError):
         return None, f"the tokenizer of {model} is not on this machine"
 
 
-def _smollm2_tokenizer() -> tuple[Any | None, str]:
+def _shipped_tokenizer(shipped: ShippedModel) -> tuple[Any | None, str]:
+    """The exported directory's tokenizer; else SmolLM2's tokenizer read from its GGUF (no weights
+    loaded). A model whose package ships chunks (Gemma) is exported first: its tokenizer differs
+    from the GGUF's (no chat template)."""
     from transformers import AutoTokenizer
 
-    from legival_core.backends.smollm2 import (
-        EXPORT_DIR_NAME,
-        ModelNotInstalled,
-        default_cache_dir,
-        is_complete_export,
-        smollm2_gguf_path,
-    )
-
-    exported = default_cache_dir() / "models" / EXPORT_DIR_NAME
+    exported = export_path(shipped)
+    if not is_complete_export(exported) and shipped.name != SMOLLM2:
+        try:
+            exported = safetensors_dir(shipped)
+        except ModelNotInstalled as e:
+            return None, str(e)
     if is_complete_export(exported):
-        return AutoTokenizer.from_pretrained(str(exported)), f"tokenizer of {SMOLLM2}"
+        return AutoTokenizer.from_pretrained(str(exported)), f"tokenizer of {shipped.name}"
     try:
         gguf = smollm2_gguf_path()
     except ModelNotInstalled as e:

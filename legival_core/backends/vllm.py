@@ -19,9 +19,12 @@ def make_vllm_backend(model: str | None = None, dtype: str | None = None, **opti
 
     Options: `VllmOptions` fields, plus for the bridge `python` (the vllm venv's interpreter),
     `env` (extra environment for the worker) and `log_path`. The default model is the shipped
-    SmolLM2 export."""
+    SmolLM2 export; another shipped model (Gemma 3 270M) runs from its export."""
     if model is not None and canonical_model(model) != SMOLLM2:
-        options.setdefault("model", model)
+        from legival_core.backends.shipped import safetensors_dir, shipped_model
+
+        shipped = shipped_model(model)
+        options.setdefault("model", model if shipped is None else str(safetensors_dir(shipped)))
     if model is not None:
         options.setdefault("model_id", canonical_model(model))
     if dtype is not None:

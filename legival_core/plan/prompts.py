@@ -61,7 +61,7 @@ class PromptCounter:
     def sizes(self, system: str, question: str, plans: Sequence[PlannedRollout]) -> list[int]:
         if self.tokenizer is None:
             return self._estimate(system, question, plans)
-        from legival_core.backends.vllm_backend import render_chat_with
+        from legival_core.backends.prompt_format import render_chat_with
 
         tok = self.tokenizer
 

@@ -18,10 +18,15 @@ call, so applying it first is our reading of the script.
 - DC, definition coverage ([clarity] `definition_coverage`): share of symbols (tokens inside ``$..$``,
   single letters and ``x_i`` forms, all-caps words) that are introduced by let/denote/define/where or
   ``sym =``/``sym :=``; 1 when there is no symbol.
-- SS_lite ([clarity] `syntactic_simplicity_lite`): complexity ``c = 0.5 W/S + 0.3 * 100 * commas/W +
-  0.2 * subordinators/S`` mapped to ``1 - clip((c - p95) / (p95 - p5), 0, 1)`` ([clarity] anchors the
-  numerator at p95, so every text at or below the reference p95 scores 1; ``ss_anchor="p5"`` gives
-  the usual robust scaling instead); ``1 - min(1, c / 50)`` when p95 == p5.
+- SS_lite, syntactic simplicity (paper): complexity ``c = 0.5 W/S + 0.3 * 100 * commas/W + 0.2 *
+  subordinators/S`` ([clarity] `syntactic_simplicity_lite`; commas = ``,`` and ``;``) mapped to
+  ``SS_lite = 1 - clip((c - p5) / (p95 - p5), 0, 1)``: the paper's definition, the same p5..p95
+  min-max scaling as RD (inverted: higher c = harder), so the simplest 5% of the reference score 1 and
+  the hardest 5% score 0 (`ss_anchor="paper"`, the default). ``1 - min(1, c / 50)`` when p95 == p5.
+  Dialect ``ss_anchor="script"``: [clarity] `normalize_and_score` anchors the numerator at p95,
+  ``1 - clip((c - p95) / (p95 - p5), 0, 1)``, so every text at or below the reference p95 (95% of the
+  corpus by construction) scores 1. The paper's Table 3 per-model means (0.52-0.66) are out of reach
+  of that form (tests/core/quality/test_quality_clarity.py measures both on the shared traces).
 - CLX = mean(RD, SE, DC, SS_lite) (SPEC section 6; [clarity] `aggregate_clx` instead weights seven
   components, including vagueness, units and terminology, which the paper's CLX does not use).
 """
@@ -34,9 +39,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-CLARITY_VERSION = "clarity-1"
+CLARITY_VERSION = "clarity-2"
+"""clarity-2: SS_lite anchored at p5 (the paper) by default; clarity-1 rows used the script's p95."""
 
-SsAnchor = Literal["repo", "p5"]
+SsAnchor = Literal["paper", "script"]
+"""Where SS_lite's numerator is anchored: "paper" at p5, "script" at p95 ([clarity] as written)."""
 
 
 def clean_text(text: str) -> str:
@@ -225,19 +232,25 @@ def _clip(x: float) -> float:
     return max(0.0, min(1.0, x))
 
 
-def clarity_scores(raw: ClarityRaw, ref: ClarityReference, ss_anchor: SsAnchor = "repo") -> ClarityScores:
+def ss_lite(complexity: float, ref: ClarityReference, ss_anchor: SsAnchor = "paper") -> float:
+    """SS_lite of a raw complexity against `ref` (module doc: the paper's form and the script's)."""
+    if ss_anchor not in ("paper", "script"):
+        raise ValueError(f"ss_anchor must be 'paper' or 'script', not {ss_anchor!r}")
+    if ref.ss_p95 <= ref.ss_p5:
+        return 1.0 - min(1.0, complexity / 50.0)
+    anchor = ref.ss_p5 if ss_anchor == "paper" else ref.ss_p95
+    return 1.0 - _clip((complexity - anchor) / (ref.ss_p95 - ref.ss_p5))
+
+
+def clarity_scores(raw: ClarityRaw, ref: ClarityReference, ss_anchor: SsAnchor = "paper") -> ClarityScores:
     if ref.fre_p95 > ref.fre_p5:
         rd = _clip((raw.fre - ref.fre_p5) / (ref.fre_p95 - ref.fre_p5))
     else:
         rd = _clip((raw.fre + 30.0) / 130.0)
-    if ref.ss_p95 > ref.ss_p5:
-        anchor = ref.ss_p95 if ss_anchor == "repo" else ref.ss_p5
-        ss = 1.0 - _clip((raw.ss_complexity - anchor) / (ref.ss_p95 - ref.ss_p5))
-    else:
-        ss = 1.0 - min(1.0, raw.ss_complexity / 50.0)
+    ss = ss_lite(raw.ss_complexity, ref, ss_anchor)
     se, dc = _clip(raw.se), _clip(raw.dc)
     return ClarityScores(rd, se, dc, ss, (rd + se + dc + ss) / 4.0, raw)
 
 
-def clarity(text: str, ref: ClarityReference = BUILTIN_REFERENCE, ss_anchor: SsAnchor = "repo") -> ClarityScores:
+def clarity(text: str, ref: ClarityReference = BUILTIN_REFERENCE, ss_anchor: SsAnchor = "paper") -> ClarityScores:
     return clarity_scores(clarity_raw(text), ref, ss_anchor)

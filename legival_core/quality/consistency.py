@@ -10,9 +10,9 @@ Definitions from `characterization/automatic/consistency/` in sanchezgt/md-eval-
   ``nli_q2s_max = 1 - max_j p_con(q, s_j)``, ``nli_q2s_mean = 1 - mean_j p_con(q, s_j)``,
   ``nli_intra = mean_{j>=2} (1 - max_{j-k <= i < j} p_con(s_i, s_j))`` with window k = 3; each is 1
   for a trace without (enough) sentences. Default model MoritzLaurer/DeBERTa-v3-large-mnli-fever-anli-ling-wanli.
-- [align] `consistency-AlignScore.py`: AlignScore(question -> trace) as S_support, in 'nli_sp' mode
-  with the AlignScore-large checkpoint; its NLI fallback ``(mean_j (p_ent - p_con)(q, s_j) + 1) / 2``
-  is stored under its own name, `nli_support`, with the NLI model as method, never as AlignScore.
+- [align] `consistency-AlignScore.py`: AlignScore in both directions is `quality.alignscore`; the
+  script's NLI fallback for S_support, ``(mean_j (p_ent - p_con)(q, s_j) + 1) / 2``, is stored under its
+  own name, `nli_support`, with the NLI model as method, never as AlignScore.
 - [factcc] `factcc.py`: P(factual) of (trace, final response) under manueldeprada/FactCC.
 """
 
@@ -29,11 +29,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 NLI_VERSION = "nli-1"
-ALIGNSCORE_VERSION = "alignscore-1"
 FACTCC_VERSION = "factcc-1"
 DEFAULT_NLI_MODEL = "MoritzLaurer/DeBERTa-v3-large-mnli-fever-anli-ling-wanli"
 DEFAULT_FACTCC_MODEL = "manueldeprada/FactCC"
-DEFAULT_ALIGNSCORE_CKPT = "AlignScore-large.ckpt"
 NLI_WINDOW = 3
 
 Pair = tuple[str, str | None]
@@ -203,28 +201,5 @@ def load_factcc(model: str = DEFAULT_FACTCC_MODEL) -> Callable[[str, str], float
         p = clf.softmax([(trace, normalize_math_md(response))])[0]
         pf, pn = float(p[fact].max()), float(p[non].max())
         return pf / (pf + pn) if pf + pn > 0 else 0.0
-
-    return score
-
-
-def load_alignscore(ckpt: str = DEFAULT_ALIGNSCORE_CKPT, backbone: str = "roberta-large") -> (
-        Callable[[str, str], float] | Unavailable):
-    """[align]: AlignScore(context=question, claim=trace) in 'nli_sp' mode."""
-    from pathlib import Path
-
-    if not has_module("alignscore"):
-        return Unavailable(ckpt, "pip install alignscore (github.com/yuh-zha/AlignScore) and pass the "
-                                 "AlignScore-large.ckpt path")
-    if not Path(ckpt).expanduser().is_file():
-        return Unavailable(ckpt, f"AlignScore checkpoint {ckpt!r} not found; pass its path")
-    if local_model_dir(backbone) is None:
-        return missing_model(backbone, "AlignScore needs its backbone locally")
-    from alignscore import AlignScore
-
-    scorer = AlignScore(model=backbone, batch_size=8, device="cpu", ckpt_path=ckpt, evaluation_mode="nli_sp")
-
-    def score(question: str, trace: str) -> float:
-        s = scorer.score(contexts=[question], claims=[normalize_math_md(trace)])
-        return float(s[0] if isinstance(s, list | tuple) else s)
 
     return score

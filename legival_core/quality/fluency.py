@@ -69,15 +69,16 @@ def perplexity(text: str, lm: CausalLM, max_length: int = 1024, stride: int = 51
 
 
 def load_causal_lm(model: str = EMBEDDED_LM) -> CausalLM | Unavailable:
-    """`catalog.SMOLLM2` (any accepted spelling) is the embedded model; anything else is a local
-    directory or a cached hub id."""
+    """A shipped model (`catalog.SMOLLM2`, `catalog.GEMMA3_270M`, any accepted spelling) loads from
+    its export; anything else is a local directory or a cached hub id."""
     if not has_module("transformers") or not has_module("torch"):
         return Unavailable(model, "pip install transformers torch")
-    if canonical_model(model) == SMOLLM2:
-        from legival_core.backends.smollm2 import ModelNotInstalled, smollm2_safetensors_dir
+    from legival_core.backends.shipped import ModelNotInstalled, safetensors_dir, shipped_model
 
+    shipped = shipped_model(model)
+    if shipped is not None:
         try:
-            path = smollm2_safetensors_dir()
+            path = safetensors_dir(shipped)
         except ModelNotInstalled as e:
             return Unavailable(model, str(e))
     else:

@@ -1,20 +1,35 @@
 """Coverage/informativeness: BERTScore and BLEURT adapters (gCoT paper).
 
 From `characterization/automatic/informativeness/informativeness.py` in sanchezgt/md-eval-cot (commit
-d9bb4c77): candidate = the final answer text, reference = the trace, both through `normalize_math_md`
-(``$..$`` kept as ``EQ(..)``); S_info_bert = BERTScore F1 (microsoft/deberta-xlarge-mnli, English,
-rescaled with the baseline), S_info_bleurt = BLEURT-20. Both report `Unavailable` unless the package
-and the model are on this machine; nothing is downloaded.
+d9bb4c77, cited as [info]): candidate = the final answer text, reference = the trace, both through
+`normalize_math_md` (``$..$`` kept as ``EQ(..)``).
+
+- S_info_bert = BERTScore F1 rescaled with the baseline, as [info] builds its scorer
+  (``BERTScorer(model_type=microsoft/deberta-xlarge-mnli, lang="en", rescale_with_baseline=True)``, no
+  IDF): with P, R the greedy-matching precision and recall of the layer-40 token embeddings,
+  ``F = 2PR / (P + R)`` and ``S_info_bert = (F - b_F) / (1 - b_F)``, b_F the F column of bert-score's
+  bundled baseline file `rescale_baseline/en/microsoft/deberta-xlarge-mnli.tsv`, row 40 (its
+  `rescale_with_baseline` formula, applied here from the same file so that a model passed as a local
+  directory finds it too: by its hub id, else by the directory's name). Rescaled values are not
+  bounded to [0, 1] (an unrelated pair scores near 0 or below).
+- S_info_bleurt = BLEURT-20.
+
+Both report `Unavailable` unless the package and the model are on this machine; nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from legival_core.quality._local import Unavailable, has_module, local_model_dir, missing_model
 
-BERTSCORE_VERSION = "bertscore-1"
+BERTSCORE_VERSION = "bertscore-2"
+"""bertscore-2: F1 rescaled with bert-score's baseline ([info]); bertscore-1 stored the raw F1."""
+BERTSCORE_LAYER = 40
+"""bert-score's layer for microsoft/deberta-xlarge-mnli (`model2layers`), also the baseline's row."""
 BLEURT_VERSION = "bleurt-1"
 DEFAULT_BERTSCORE_MODEL = "microsoft/deberta-xlarge-mnli"
 DEFAULT_BLEURT_CKPT = "BLEURT-20"
@@ -37,19 +52,49 @@ Scorer = Callable[[list[str], list[str]], list[float]]
 """(candidates, references) -> one score per pair."""
 
 
+def baseline_file(model: str, root: Path) -> Path | None:
+    """bert-score's baseline for `model` under `root` (`bert_score/rescale_baseline/<lang>`): by hub id,
+    else the one file named after the model (the last part of a directory path)."""
+    direct = root / f"{model}.tsv"
+    if direct.is_file():
+        return direct
+    found = sorted(root.glob(f"**/{Path(model).name}.tsv"))
+    return found[0] if len(found) == 1 else None
+
+
+def read_baseline(path: Path, layer: int = BERTSCORE_LAYER) -> tuple[float, float, float]:
+    """(b_P, b_R, b_F) of `layer`: the row at that position of the CSV (header LAYER,P,R,F), as bert-score
+    reads it (`pd.read_csv(path).iloc[layer]`)."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    r = rows[layer]
+    return float(r["P"]), float(r["R"]), float(r["F"])
+
+
+def rescale(value: float, baseline: float) -> float:
+    """bert-score's `rescale_with_baseline`: ``(value - b) / (1 - b)``."""
+    return (value - baseline) / (1.0 - baseline)
+
+
 def load_bertscore(model: str = DEFAULT_BERTSCORE_MODEL) -> Scorer | Unavailable:
     if not has_module("bert_score"):
         return Unavailable(model, "pip install bert-score")
     path = local_model_dir(model)
     if path is None:
         return missing_model(model, "download it on a connected machine and pass its directory")
+    import bert_score
     from bert_score import BERTScorer
 
-    scorer = BERTScorer(model_type=str(path), num_layers=40, lang="en", rescale_with_baseline=False, device="cpu")
+    base = baseline_file(model, Path(bert_score.__file__).parent / "rescale_baseline" / "en")
+    if base is None:
+        return Unavailable(model, f"bert-score ships no English rescaling baseline for {model!r}")
+    b_f = read_baseline(base)[2]
+    scorer = BERTScorer(model_type=str(path), num_layers=BERTSCORE_LAYER, lang="en", rescale_with_baseline=False,
+                        device="cpu")
 
     def score(cands: list[str], refs: list[str]) -> list[float]:
         _, _, f1 = scorer.score([normalize_math_md(c) for c in cands], [normalize_math_md(r) for r in refs])
-        return [float(x) for x in f1.tolist()]
+        return [rescale(float(x), b_f) for x in f1.tolist()]
 
     return score
 

@@ -361,6 +361,13 @@ def verify_ir(
     )
 
 
+def sound_only(r: Z3Result) -> tuple[float | None, float | None]:
+    """(JSS, RCR) as the paper defines them: they measure the justification of a SOUND answer, so they
+    exist only when FAS0 = 1 and are None otherwise (a mean is then taken over the FAS0 = 1 traces).
+    `verify_ir` keeps [repo]'s values, where RCR is also computed on an unsound trace (there always 0)."""
+    return (r.jss, r.rcr) if r.fas0 == 1.0 else (None, None)
+
+
 # --------------------------------------------------------------------------- records
 
 
@@ -467,6 +474,7 @@ __all__: Sequence[str] = (
     "detect_shortcuts",
     "predicted_answer",
     "record_text",
+    "sound_only",
     "verify_ir",
     "verify_published_ir",
     "verify_record",

@@ -31,6 +31,7 @@ from legival_core.reports.columns import teacher_columns
 from legival_core.reports.coverage import coverage_table
 from legival_core.reports.data import ReportConfig, ReportData
 from legival_core.reports.elbow import redundancy_elbow
+from legival_core.reports.paper import PAPER_CSV, paper_tables
 from legival_core.reports.pareto import FRONTIERS, pareto_frontier
 from legival_core.reports.stats import (
     correlation_table,
@@ -73,6 +74,7 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     sweep = reads.redundancy_sweep(store, SWEEP_THRESHOLDS, config.model, SEGMENTER_VERSION)
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
     data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
+    data.paper = paper_tables(store, data)
     return data
 
 
@@ -178,6 +180,7 @@ def tu_curve_table(agg: Aggregates, boot: BootstrapResult | None) -> pl.DataFram
 def write_report(data: ReportData, store: Store | None, out: str | Path) -> list[str]:
     """Write every file of the report directory; returns their names."""
     from legival_core.reports.dashboard import dashboard_html
+    from legival_core.reports.paper_plots import write_paper_plots
     from legival_core.reports.plots import write_plots
 
     out = Path(out)
@@ -199,12 +202,18 @@ def write_report(data: ReportData, store: Store | None, out: str | Path) -> list
     csv(data.tu_curves, "tu_curves.csv")
     if data.coverage is not None:
         csv(data.coverage, "coverage.csv")
-    data.traces.drop("tix").write_parquet(out / "traces.parquet")
+    if data.paper is None:
+        data.paper = paper_tables(store, data)
+    for name in PAPER_CSV:
+        csv(data.paper[name], name)
+    export = data.paper.export if data.paper.export is not None else data.traces.drop("tix")
+    export.write_parquet(out / "traces.parquet")
     files.append("traces.parquet")
     if store is not None:
         reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")
     files += write_plots(data, out)
+    files += write_paper_plots(data, out)
     (out / "index.html").write_text(dashboard_html(data, store, data.config.dashboard_traces, image_dir=out),
                                     encoding="utf-8")
     files.append("index.html")

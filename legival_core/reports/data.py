@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from legival_core.metrics.base import Direction
     from legival_core.reports.aggregate import Aggregates
     from legival_core.reports.bootstrap import BootstrapResult
+    from legival_core.reports.paper import PaperTables
     from legival_core.spec import BenchmarkSpec
     from legival_core.transfer.utility import TransferTable
 
@@ -67,6 +68,8 @@ class ReportData:
     directions: dict[str, Direction] = field(default_factory=dict)
     coverage: pl.DataFrame | None = None
     """Per (teacher, dataset, metric): computed / not run / unavailable / too few traces (`coverage`)."""
+    paper: PaperTables | None = None
+    """The papers' tables and figures and the per-trace export (`paper.paper_tables`)."""
 
     @property
     def teacher_dataset(self) -> pl.DataFrame:

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from legival_core.reports.missing import Why
 from legival_core.reports.stats import spearman
-from legival_core.reports.transfer_view import all_solved, transfer_view
+from legival_core.reports.transfer_view import TransferView, all_solved, transfer_view
 from legival_core.rewards.models import RM_CODE_VERSION
 from legival_core.store import Store
 from legival_core.store import report as reads
@@ -28,6 +29,8 @@ MODEL_TARGETS = ("fotu", "sotu", "regression_rate", "accuracy")
 SUBSETS = ("all", "correct", "all_solved")
 N_BOOT = 1000
 SEED = 0
+BOOT_DRAWS = 4_000_000
+"""Most resampled indices held at once by `pearson_ci` (resamples are drawn in chunks)."""
 
 
 def rm_scores(store: Store) -> pl.DataFrame:
@@ -80,13 +83,18 @@ def pearson_ci(x: np.ndarray, y: np.ndarray, n_boot: int = N_BOOT, seed: int = S
         return None, None, None, None
     res = stats.pearsonr(x, y)
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    xs, ys = x[idx], y[idx]
-    xc = xs - xs.mean(1, keepdims=True)
-    yc = ys - ys.mean(1, keepdims=True)
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore")
-        rs = (xc * yc).sum(1) / np.sqrt((xc**2).sum(1) * (yc**2).sum(1))
+    # resamples in chunks of at most ~4 M draws: a trace-level bootstrap over 100k traces stays small
+    chunk = max(1, min(n_boot, BOOT_DRAWS // max(n, 1)))
+    parts = []
+    for start in range(0, n_boot, chunk):
+        idx = rng.integers(0, n, size=(min(chunk, n_boot - start), n))
+        xs, ys = x[idx], y[idx]
+        xc = xs - xs.mean(1, keepdims=True)
+        yc = ys - ys.mean(1, keepdims=True)
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore")
+            parts.append((xc * yc).sum(1) / np.sqrt((xc**2).sum(1) * (yc**2).sum(1)))
+    rs = np.concatenate(parts) if parts else np.zeros(0)
     rs = np.clip(rs[~np.isnan(rs)], -1.0, 1.0)
     lo, hi = (float(np.percentile(rs, 2.5)), float(np.percentile(rs, 97.5))) if len(rs) else (None, None)
     return float(res.statistic), float(res.pvalue), lo, hi
@@ -118,8 +126,9 @@ SCHEMA = {"level": "Utf8", "subset": "Utf8", "rm": "Utf8", "metric": "Utf8", "n"
           "pearson_lo": "Float64", "pearson_hi": "Float64"}
 
 
-def rm_correlations(store: Store, n_boot: int = N_BOOT) -> pl.DataFrame:
-    """The long correlation table (level, subset, rm, metric, n, spearman, ..., pearson_hi)."""
+def rm_correlations(store: Store, n_boot: int = N_BOOT, view: TransferView | None = None) -> pl.DataFrame:
+    """The long correlation table (level, subset, rm, metric, n, spearman, ..., pearson_hi). `view`:
+    the report's own transfer numbers when the caller has them (else read from the store)."""
     import polars as pl
 
     scores = rm_scores(store)
@@ -127,7 +136,7 @@ def rm_correlations(store: Store, n_boot: int = N_BOOT) -> pl.DataFrame:
     schema = {k: getattr(pl, v) for k, v in SCHEMA.items()}
     if not rms:
         return pl.DataFrame(schema=schema)
-    view = transfer_view(store)
+    view = view or transfer_view(store)
     traces = view.traces.join(scores, on="trace_id", how="left").with_columns(
         pl.col("correct").cast(pl.Float64))
     solved = all_solved(view.traces)
@@ -155,3 +164,31 @@ def _solved_teachers(store: Store, solved: pl.DataFrame) -> pl.DataFrame:
     key = pl.concat_str("dataset", "problem_id", separator="\x1f")
     keep = solved.select(key.alias("k"))["k"].to_list()
     return transfer_view(store, key.is_in(keep)).by_teacher
+
+
+def rm_report_table(store: Store, view: TransferView, why: Why, n_boot: int = N_BOOT) -> pl.DataFrame:
+    """rm_correlations.csv of the report (the paper's RM tables: trace-level rows, Fig. 7 for FOTU, and
+    the model-level rows on the teachers' mean RM scores, Table 6), with `status` and `detail`: a
+    correlation that cannot be computed says why, and a registered RM with no score gets one row
+    (level, subset and metric empty) saying whether `legival rm` has not run or its model is not here."""
+    import polars as pl
+
+    from legival_core.reports.coverage import COMPUTED, TOO_FEW
+    from legival_core.rewards.models import DEFAULT_MODELS
+
+    corr = rm_correlations(store, n_boot, view).with_columns(
+        pl.when(pl.col("spearman").is_null()).then(pl.lit(TOO_FEW)).otherwise(pl.lit(COMPUTED)).alias("status"),
+        pl.when(pl.col("spearman").is_null())
+        .then(pl.lit("fewer than 3 pairs with both values, or one side constant"))
+        .otherwise(pl.lit("")).alias("detail"))
+    done = set(corr["rm"].to_list())
+    rows = []
+    for spec in DEFAULT_MODELS:
+        for column, stored in zip(spec.columns(), spec.metric_names(), strict=True):
+            if stored not in done:
+                status, detail = why.missing(None, column, "rewards")
+                rows.append({"rm": stored, "status": status, "detail": detail})
+    if rows:
+        corr = pl.concat([corr, pl.DataFrame(rows, schema={c: corr.schema[c] for c in ("rm", "status", "detail")})],
+                         how="diagonal")
+    return corr.select(*SCHEMA, "status", "detail")

@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlparse
 from legival_core.reports.build import compute_report
 from legival_core.reports.dashboard import dashboard_html, safe_json, trace_details, trace_list
 from legival_core.reports.data import ReportConfig
+from legival_core.reports.paper_plots import write_paper_plots
 from legival_core.reports.plots import write_plots
 from legival_core.store import Store
 
@@ -43,6 +44,7 @@ def make_server(store: Store, port: int = 8765, config: ReportConfig | None = No
     data = compute_report(store, config)
     with tempfile.TemporaryDirectory() as tmp:
         write_plots(data, Path(tmp))
+        write_paper_plots(data, Path(tmp))
         page = dashboard_html(data, store, live=True, image_dir=Path(tmp)).encode("utf-8")
     store_lock = threading.Lock()
     socket_timeout = timeout

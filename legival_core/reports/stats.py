@@ -161,8 +161,8 @@ def correlation_matrix(corr: pl.DataFrame, metrics: Sequence[str]) -> np.ndarray
 
 def rank_stability(frame: pl.DataFrame, axis: str, metrics: Sequence[str]) -> pl.DataFrame:
     """Spearman rho of the teachers' values between every pair of groups along `axis` ('dataset' or
-    'student'), per metric: do the teachers rank the same way on two datasets (the paper's Table 4),
-    or for two students (its Table 6)? `frame` has one row per (teacher, axis value)."""
+    'student'), per metric: do the teachers rank the same way on two datasets, or for two students
+    (with `delta_tu`, the across-student tables)? `frame` has one row per (teacher, axis value)."""
     import polars as pl
 
     rows: list[tuple[Any, ...]] = []
@@ -192,7 +192,7 @@ def teacher_student_metrics(by_student: pl.DataFrame, metrics: Sequence[str]) ->
 
 def delta_tu(teacher_student: pl.DataFrame, metrics: Sequence[str] = ("fotu", "sotu", "regression_rate")) -> pl.DataFrame:
     """Per teacher and pair of students: |value(student a) - value(student b)| of each transfer metric
-    at teacher level (the paper's Table 5); null when either value is undefined."""
+    at teacher level (an across-student table); null when either value is undefined."""
     import polars as pl
 
     rows: list[tuple[Any, ...]] = []

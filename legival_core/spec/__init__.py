@@ -5,6 +5,7 @@ these models with its options as overrides (`spec.base.default_of`), so two comm
 about a default.
 """
 
+from legival_core.spec.analyses import Monitor, RewardModel, Rewards, SupervisorModel
 from legival_core.spec.base import SpecError, Strict, default_of, format_errors
 from legival_core.spec.benchmark import BenchmarkSpec, load_spec, parse_spec
 from legival_core.spec.sections import Efficiency, Execution, Judge, Profile, Quality, Report, Transfer
@@ -18,12 +19,16 @@ __all__ = [
     "Execution",
     "Generation",
     "Judge",
+    "Monitor",
     "Profile",
     "Quality",
     "Report",
+    "RewardModel",
+    "Rewards",
     "SpecError",
     "Strict",
     "Student",
+    "SupervisorModel",
     "Teacher",
     "Transfer",
     "default_of",

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from legival_core.spec.analyses import Monitor, Rewards, SupervisorModel
 from legival_core.spec.base import SpecError, Strict, format_errors, registered_name, resolve_path
 from legival_core.spec.sections import Efficiency, Execution, Judge, Quality, Report, Transfer
 from legival_core.spec.students import Student
@@ -31,6 +32,8 @@ class BenchmarkSpec(Strict):
     transfer: Transfer = Transfer()
     judge: Judge = Judge()
     quality: Quality = Quality()
+    rewards: Rewards = Field(default_factory=Rewards)
+    monitor: Monitor = Field(default_factory=Monitor)
     report: Report = Report()
     execution: Execution = Execution()
 
@@ -83,6 +86,10 @@ class BenchmarkSpec(Strict):
 
     def student_config(self, student: Student) -> StudentConfig:
         return student.config(self.transfer)
+
+    def supervisor(self) -> SupervisorModel:
+        """The monitor's supervisor: a spec student by name, or a model on `monitor.backend`."""
+        return self.monitor.resolve(self.students)
 
 
 def parse_spec(data: Any, base_dir: str | Path | None = None, source: str = "spec", check_files: bool = True) -> BenchmarkSpec:

@@ -10,6 +10,12 @@ Verdicts are keyed by (supervisor, condition, trace, text), so a rerun asks noth
 `MonitorStage`: `plan` builds the items and keeps those without a verdict, `run` asks the supervisor
 (built in `Work.setup`) a batch at a time without the store, `commit` stores one batch in one
 transaction. The results (precision/recall/F1, FOTU correlations) are `reports.monitoring`.
+
+`legival monitor` hands the stage a backend it built; the benchmark flow (`run_monitor_spec`, the
+spec's `monitor:` section) hands it `BuildSupervisor`, which builds the backend in the worker that
+asks (this process, or a Ray actor on a cluster) and only when there is something to ask, so a
+cached rerun loads no model. A supervisor whose model is not installed makes the stage report
+`status: unavailable` with the reason instead of failing the run.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from legival_core.backends.base import TextBackend
+from legival_core.backends.base import TextBackend, make_backend
 from legival_core.datasets.base import current_graders
 from legival_core.monitor.sabotage import inject_error
 from legival_core.monitor.supervisor import MAX_NEW_TOKENS, PROMPT_VERSION, supervise, supervisor_key
@@ -40,6 +46,8 @@ from legival_core.types import content_hash
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from legival_core.spec import Monitor, SupervisorModel
 
 register_stage("monitor", "legival monitor --db DB --supervisor NAME", needs=("grade",),
                description="weak-supervisor verdicts on clean, sabotaged and naturally wrong traces")
@@ -63,6 +71,8 @@ class MonitorSummary:
     natural: int = 0
     overflow: int = 0
     unparsed: int = 0
+    status: str = "ok"
+    reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,6 +159,11 @@ class MonitorStage:
     def supervisor_key(self) -> str:
         return supervisor_key(self.model_id, self.max_new_tokens)
 
+    @property
+    def work_key(self) -> str:
+        """Its workers' key: a Ray executor keeps one pool of supervisor engines per key."""
+        return f"monitor:{self.supervisor_key}"
+
     def plan(self, store: Store) -> Plan[Item, MonitorSummary]:
         items = build_items(store, self.seed, self.limit)
         skey = self.supervisor_key
@@ -165,7 +180,7 @@ class MonitorStage:
 
     def run(self, units: Sequence[Item], executor: Executor) -> Iterator[list[dict[str, Any]]]:
         work = Work(self.worker, AskSupervisor(self.supervisor, self.supervisor_key, self.max_new_tokens),
-                    self.batch_size, teardown=self.teardown)
+                    self.batch_size, teardown=self.teardown, key=self.work_key)
         return executor.run(work, units)
 
     def commit(self, store: Store, results: Sequence[dict[str, Any]], plan: Plan[Any, MonitorSummary]) -> int:
@@ -186,3 +201,60 @@ def run_monitor(store: Store | StoreAccess, backend: TextBackend, supervisor: st
     stage = MonitorStage(supervisor, backend.model_id, Given(backend), seed, limit, max_new_tokens,
                          batch_size)
     return run_stage(stage, access, executor, progress)
+
+
+class SupervisorUnavailable(RuntimeError):
+    """The supervisor's model or engine is not installed here."""
+
+
+@dataclass(frozen=True, slots=True)
+class BuildSupervisor:
+    """`Work.setup`: the supervisor's backend, built in the worker (picklable, for Ray)."""
+
+    backend: str
+    model: str
+    dtype: str | None
+    options: dict[str, Any]
+
+    def __call__(self) -> TextBackend:
+        try:
+            return make_backend(self.backend, self.model, self.dtype, self.options)
+        except (OSError, ImportError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SupervisorUnavailable(f"supervisor {self.model!r} on {self.backend!r} unavailable: {first}") from e
+
+
+def close_backend(backend: TextBackend) -> None:
+    backend.close()
+
+
+def supervisor_stage(config: Monitor, supervisor: SupervisorModel) -> MonitorStage:
+    """The stage of the spec's `monitor:` section, `supervisor` resolved (`BenchmarkSpec.supervisor`).
+    Verdicts are keyed by the model id the registered backends report (the canonical model name), so
+    `legival monitor` with the same model and budget finds them."""
+    build = BuildSupervisor(supervisor.backend, supervisor.model, supervisor.dtype, dict(supervisor.options))
+    return MonitorStage(supervisor.name, supervisor.model_id, build, config.seed, config.limit,
+                        config.max_new_tokens, config.batch_size, teardown=close_backend)
+
+
+def run_monitor_spec(store: Store | StoreAccess, config: Monitor, supervisor: SupervisorModel,
+                     executor: Executor | None = None, progress: Progress | None = None) -> MonitorSummary:
+    """The benchmark flow's monitor stage: only the items without a verdict are asked; an
+    uninstalled supervisor gives `status: unavailable` (nothing stored)."""
+    access = store_access(store) if isinstance(store, Store) else store
+    stage = supervisor_stage(config, supervisor)
+    try:
+        return run_stage(stage, access, executor, progress)
+    except Exception as e:
+        reason = _unavailable(e)
+        if reason is None:
+            raise
+        return MonitorSummary(supervisor.name, stage.supervisor_key, status="unavailable", reason=reason)
+
+
+def _unavailable(e: BaseException) -> str | None:
+    """The reason when `e` (or the error a Ray actor raised) is `SupervisorUnavailable`."""
+    for err in (e, getattr(e, "cause", None), e.__cause__):
+        if isinstance(err, SupervisorUnavailable):
+            return str(err.args[0]) if err.args else str(err)
+    return None

@@ -13,9 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from legival_core.catalog import MINILM, SMOLLM2, canonical_model
+from legival_core.catalog import MPNET, SMOLLM2, canonical_model
 from legival_core.metrics.quality import METRIC_GROUPS
 from legival_core.quality._local import Unavailable
+from legival_core.quality.alignscore import (
+    ALIGNSCORE_VERSION,
+    DEFAULT_ALIGNSCORE_BACKBONE,
+    DEFAULT_ALIGNSCORE_CKPT,
+)
 from legival_core.quality.clarity import (
     BUILTIN_REFERENCE,
     CLARITY_VERSION,
@@ -34,8 +39,6 @@ from legival_core.quality.cohesion import (
     cohesion_from_embeddings,
 )
 from legival_core.quality.consistency import (
-    ALIGNSCORE_VERSION,
-    DEFAULT_ALIGNSCORE_CKPT,
     DEFAULT_FACTCC_MODEL,
     DEFAULT_NLI_MODEL,
     FACTCC_VERSION,
@@ -45,6 +48,7 @@ from legival_core.quality.consistency import (
 )
 from legival_core.quality.fluency import PERPLEXITY_VERSION
 from legival_core.quality.informativeness import (
+    BERTSCORE_LAYER,
     BERTSCORE_VERSION,
     BLEURT_VERSION,
     DEFAULT_BERTSCORE_MODEL,
@@ -54,7 +58,8 @@ from legival_core.quality.z3_ir import DEFAULT_TIMEOUT_MS
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.types import canonical_json
 
-Z3_VERSION = "z3-extract-1"
+Z3_VERSION = "z3-extract-2"
+"""z3-extract-2: JSS and RCR only where FAS0 = 1 (`z3_verify.sound_only`), 'undefined' elsewhere."""
 Z3_DATASETS = ("gsm8k",)
 
 GroupName = Literal["clarity", "cohesion", "coherence_momentum", "cross_encoder", "nli", "alignscore", "factcc",
@@ -65,16 +70,22 @@ GroupName = Literal["clarity", "cohesion", "coherence_momentum", "cross_encoder"
 class QualityConfig:
     """Which model each metric uses; all of it is recorded in the params of the rows."""
 
-    embed_model: str = MINILM
+    embed_model: str = MPNET
+    """Cohesion's sentence embeddings (the gCoT paper's all-mpnet-base-v2; redundancy keeps MiniLM)."""
+    embed_backend: str = "auto"
+    """Cohesion's embedding backend (`embed.BACKENDS`; auto: ONNX Runtime on a CPU). Not in any key: fp32
+    backends agree within 1e-6 (tested)."""
     cohesion: CohesionParams = CohesionParams()
     clarity_reference: ClarityReference = BUILTIN_REFERENCE
-    ss_anchor: SsAnchor = "repo"
+    ss_anchor: SsAnchor = "paper"
+    """SS_lite anchor: "paper" (p5) or "script" (the authors' p95; `quality.clarity`)."""
     momentum_model: str = DEFAULT_MOMENTUM
     cross_encoder_model: str = DEFAULT_CROSS_ENCODER
     nli_model: str = DEFAULT_NLI_MODEL
     nli_window: int = NLI_WINDOW
     factcc_model: str = DEFAULT_FACTCC_MODEL
     alignscore_ckpt: str = DEFAULT_ALIGNSCORE_CKPT
+    alignscore_backbone: str = DEFAULT_ALIGNSCORE_BACKBONE
     ppl_model: str = SMOLLM2
     ppl_max_length: int = 1024
     ppl_stride: int = 512
@@ -141,24 +152,26 @@ def group_defs(cfg: QualityConfig) -> dict[str, Group]:
     """Every group at this configuration, in `METRIC_GROUPS` order."""
     ref = cfg.clarity_reference
     ppl = canonical_model(cfg.ppl_model)
+    embed = canonical_model(cfg.embed_model)
     groups = [
         Group("clarity", canonical_json({"reference": {k: v for k, v in ref.as_dict().items() if k != "corpus"},
                                          "ss_anchor": cfg.ss_anchor}),
               CLARITY_VERSION, f"regex-fre/{ref.ref_id}"),
-        Group("cohesion", canonical_json({"model": cfg.embed_model, "segmenter": SEGMENTER_VERSION,
-                                          **asdict(cfg.cohesion)}),
-              COHESION_VERSION, cfg.embed_model),
+        Group("cohesion", canonical_json({"model": embed, "segmenter": SEGMENTER_VERSION, **asdict(cfg.cohesion)}),
+              COHESION_VERSION, embed),
         Group("coherence_momentum", canonical_json({"model": cfg.momentum_model, "k": 10, "seed": 0, "tau": 1.0}),
               MOMENTUM_VERSION, cfg.momentum_model),
         Group("cross_encoder", canonical_json({"model": cfg.cross_encoder_model}), CROSS_ENCODER_VERSION,
               cfg.cross_encoder_model),
         Group("nli", canonical_json({"model": cfg.nli_model, "window": cfg.nli_window}), NLI_VERSION, cfg.nli_model),
-        Group("alignscore", canonical_json({"ckpt": cfg.alignscore_ckpt}), ALIGNSCORE_VERSION, cfg.alignscore_ckpt),
+        Group("alignscore", canonical_json({"ckpt": cfg.alignscore_ckpt, "backbone": cfg.alignscore_backbone,
+                                            "mode": "nli_sp"}), ALIGNSCORE_VERSION, cfg.alignscore_ckpt),
         Group("factcc", canonical_json({"model": cfg.factcc_model}), FACTCC_VERSION, cfg.factcc_model),
         Group("perplexity", canonical_json({"model": ppl, "max_length": cfg.ppl_max_length,
                                             "stride": cfg.ppl_stride}),
               PERPLEXITY_VERSION, ppl),
-        Group("bertscore", canonical_json({"model": cfg.bertscore_model}), BERTSCORE_VERSION, cfg.bertscore_model),
+        Group("bertscore", canonical_json({"model": cfg.bertscore_model, "layer": BERTSCORE_LAYER,
+                                           "rescale": "baseline"}), BERTSCORE_VERSION, cfg.bertscore_model),
         Group("bleurt", canonical_json({"ckpt": cfg.bleurt_ckpt}), BLEURT_VERSION, cfg.bleurt_ckpt),
         Group("z3", canonical_json({"extractor": "deterministic", "timeout_ms": cfg.z3_timeout_ms}), Z3_VERSION,
               "z3+ir_extract", Z3_DATASETS),
@@ -212,7 +225,7 @@ class CohesionComputer:
         from legival_core.embed import Embedder
 
         self.g, self.cfg = g, cfg
-        self.embedder = Embedder(cfg.embed_model)
+        self.embedder = Embedder(cfg.embed_model, cfg.embed_backend)
         self._new: list[Row] = []
 
     def drain_embeddings(self) -> list[Row]:
@@ -296,14 +309,22 @@ def _nli(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
 
 
 def _alignscore(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
-    from legival_core.quality.consistency import load_alignscore
+    """S_support (question -> trace) and S_imp (trace -> response), `quality.alignscore`."""
+    from legival_core.quality.alignscore import align_both, load_alignscore
 
-    score = load_alignscore(cfg.alignscore_ckpt)
-    if isinstance(score, Unavailable):
-        return score
+    scorer = load_alignscore(cfg.alignscore_ckpt, cfg.alignscore_backbone)
+    if isinstance(scorer, Unavailable):
+        return scorer
 
     def run(units: Sequence[QualityUnit]) -> list[Row]:
-        return [row(u.trace_id, "alignscore", g, score(u.question, u.reasoning)) for u in units]
+        rows: list[Row] = []
+        for u in units:
+            s = align_both(u.question, u.reasoning, u.answer_text, scorer.score)
+            rows += [row(u.trace_id, "alignscore_support", g, s.support,
+                         detail=None if s.support is not None else {"reason": "empty trace"}),
+                     row(u.trace_id, "alignscore_imp", g, s.imp,
+                         detail=None if s.imp is not None else {"reason": "no response after the trace"})]
+        return rows
 
     return run
 
@@ -365,7 +386,7 @@ def _bleurt(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
 
 def _z3(g: Group, cfg: QualityConfig) -> Computer:
     from legival_core.quality.ir_extract import extract_ir
-    from legival_core.quality.z3_verify import verify_ir
+    from legival_core.quality.z3_verify import sound_only, verify_ir
 
     def run(units: Sequence[QualityUnit]) -> list[Row]:
         rows: list[Row] = []
@@ -388,7 +409,12 @@ def _z3(g: Group, cfg: QualityConfig) -> Computer:
             d = {"z3_status": r.status, "answer": r.answer, "tracks": len(r.tracks), "dal": r.dal,
                  "unknown_checks": r.unknown_checks}
             bad = "timeout" if r.status in ("timeout", "unknown") or r.unknown_checks else "undefined"
-            for m, v in (("z3_acs", r.acs), ("z3_fas0", r.fas0), ("z3_jss", r.jss), ("z3_rcr", r.rcr)):
+            jss, rcr = sound_only(r)
+            unsound = None if r.fas0 == 1.0 else {"reason": "defined only when FAS0 = 1", "fas0": r.fas0}
+            for m, v in (("z3_acs", r.acs), ("z3_fas0", r.fas0), ("z3_jss", jss), ("z3_rcr", rcr)):
+                if m in ("z3_jss", "z3_rcr") and unsound:
+                    rows.append(row(t, m, g, None, "undefined" if r.fas0 == 0.0 else bad, unsound))
+                    continue
                 rows.append(row(t, m, g, v, "ok" if v is not None else bad, d if m == "z3_acs" else None))
         return rows
 

@@ -163,12 +163,18 @@ class RewardsStage:
     name: str = "rewards"
     needs: tuple[str, ...] = ("ingest",)
 
+    @property
+    def work_key(self) -> str:
+        """Its workers' key: a Ray executor keeps one pool of engines per reward model."""
+        return f"rewards:{self.spec.name}"
+
     def plan(self, store: Store) -> Plan[TraceInput, ModelSummary]:
         todo = traces_to_score(store, self.spec, self.limit)
         return Plan(todo, ModelSummary(self.spec.name), total=len(todo))
 
     def run(self, units: Sequence[TraceInput], executor: Executor) -> Iterator[list[RewardBatch]]:
-        work = Work(LoadModel(self.spec, self.loader), ScoreTraces(self.spec), self.chunk, teardown=close_model)
+        work = Work(LoadModel(self.spec, self.loader), ScoreTraces(self.spec), self.chunk, teardown=close_model,
+                    key=self.work_key)
         return executor.run(work, units)
 
     def commit(self, store: Store, results: Sequence[RewardBatch], plan: Plan[Any, ModelSummary]) -> int:

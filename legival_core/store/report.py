@@ -132,16 +132,17 @@ def trace_teachers(store: Store) -> pl.DataFrame:
     return store._query("SELECT trace_id, teacher FROM traces")
 
 
-def quality_rows(store: Store, metrics: Sequence[str]) -> pl.DataFrame:
-    """(teacher, dataset, trace_id, metric, value, status) of the text-quality rows: per metric, the
-    params and code version with the most 'ok' rows (ties: the latest params, then version)."""
+def quality_rows(store: Store, metrics: Sequence[str], with_detail: bool = False) -> pl.DataFrame:
+    """(teacher, dataset, trace_id, metric, value, status[, detail]) of the text-quality rows: per
+    metric, the params and code version with the most 'ok' rows (ties: the latest params, then version)."""
+    detail = ", m.detail" if with_detail else ""
     return store._query(
         "WITH m AS (SELECT x.*, t.teacher, t.dataset FROM trace_metrics x JOIN traces t USING (trace_id) "
         "WHERE list_contains(?, x.metric)), "
         "pick AS (SELECT metric, params, code_version, count(*) FILTER (WHERE status = 'ok') AS n_ok, "
         "row_number() OVER (PARTITION BY metric ORDER BY count(*) FILTER (WHERE status = 'ok') DESC, "
         "params DESC, code_version DESC) AS r FROM m GROUP BY metric, params, code_version) "
-        "SELECT m.teacher, m.dataset, m.trace_id, m.metric, m.value, m.status FROM m JOIN pick p "
+        f"SELECT m.teacher, m.dataset, m.trace_id, m.metric, m.value, m.status{detail} FROM m JOIN pick p "
         "ON p.metric = m.metric AND p.params = m.params AND p.code_version = m.code_version WHERE p.r = 1",
         [list(metrics)],
     )

@@ -35,10 +35,11 @@ def test_plan_on_a_fresh_store_predicts_the_demo_run(tmp_path: Path) -> None:
     rollouts, prompt_tokens = _demo_rollouts()
     assert s["command"] == "plan" and s["rollouts_missing"] == rollouts and s["rollouts_cached"] == 0
     assert abs(int(s["prompt_tokens"]) - prompt_tokens) <= 0.01 * prompt_tokens
-    assert s["decode_budget"] == rollouts * 48  # the demo's max_new_tokens
+    assert s["decode_budget"] == rollouts // 2 * (48 + 24)  # each student's max_new_tokens, 39 rollouts each
     plan = s["plan"]
     assert plan["traces_new"] == 80 and plan["traces_stored"] == 0
-    assert plan["prompt_tokenizer"] == {"smollm2-135m": "tokenizer of SmolLM2-135M-Instruct-Q4_1-gguf"}
+    assert plan["prompt_tokenizer"] == {"smollm2-135m": "tokenizer of SmolLM2-135M-Instruct-Q4_1-gguf",
+                                        "gemma-3-270m": "tokenizer of gemma-3-270m-Q4_K_M-gguf"}
     assert plan["sentences_to_embed"] > 0 and plan["quality"] == {"clarity": 80, "cohesion": 80, "z3": 80}
     assert plan["times"][0]["accelerator"] == "cpu" and plan["times"][0]["seconds"] > 0
     assert not db.exists()  # a plan never creates the store
@@ -67,13 +68,16 @@ def test_plan_expected_decode_from_stored_rollouts(tmp_path: Path) -> None:
     import duckdb
 
     con = duckdb.connect(str(db))
-    deleted = con.execute("DELETE FROM rollouts WHERE trace_id IN (SELECT trace_id FROM traces "
-                          "WHERE teacher = 'gpt-oss-20b') RETURNING 1").fetchall()
-    mean = con.execute("SELECT avg(completion_tokens) FROM rollouts WHERE status = 'ok'").fetchone()[0]
+    deleted = dict(con.execute("SELECT student_key, count(*) FROM rollouts WHERE trace_id IN (SELECT trace_id "
+                               "FROM traces WHERE teacher = 'gpt-oss-20b') GROUP BY 1").fetchall())
+    con.execute("DELETE FROM rollouts WHERE trace_id IN (SELECT trace_id FROM traces WHERE teacher = 'gpt-oss-20b')")
+    means = dict(con.execute("SELECT student_key, avg(completion_tokens) FROM rollouts WHERE status = 'ok' "
+                             "GROUP BY 1").fetchall())
     con.close()
     s = summary(legival("plan", str(DEMO), "--db", str(db)))
-    assert s["rollouts_missing"] == len(deleted) > 0
-    assert s["expected_decode"] == round(mean * len(deleted))
+    assert len(deleted) == 2 and s["rollouts_missing"] == sum(deleted.values()) > 0
+    # per student: its own stored rollouts' mean decode times its missing rollouts
+    assert s["expected_decode"] == sum(round(means[k] * n) for k, n in deleted.items())
 
 
 def test_plan_errors_and_unknown_accelerator(tmp_path: Path) -> None:

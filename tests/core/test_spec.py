@@ -155,3 +155,95 @@ def test_add_teacher_keeps_comments_and_registers_deployment(tmp_path: Path) -> 
                                    "--spec", str(tmp_path / "demo.yaml"), "--prefect-file", str(tmp_path / "prefect.yaml")])
     assert gen.exit_code == 0, gen.output
     assert load_spec(tmp_path / "demo.yaml").teacher("qwen3-8b").generate is not None
+
+
+def test_every_model_config_loads_and_names_its_source() -> None:
+    """configs/models: each file validates, is named after its stem, names one model no other file
+    names (the lookup by model id is unambiguous), and says where its sampling comes from."""
+    from legival_core.generation.config import CONFIG_DIR, ModelConfig, load_model_config
+
+    files = sorted(CONFIG_DIR.glob("*.yaml"))
+    assert len(files) >= 19
+    models: dict[str, str] = {}
+    for f in files:
+        text = f.read_text()
+        cfg = ModelConfig.model_validate(yaml.safe_load(text))
+        assert cfg.name == f.stem, f
+        assert text.startswith("#"), f"{f.name}: say the sampling's source in a comment"
+        assert cfg.model not in models, f"{f.name} and {models.get(cfg.model)} both name {cfg.model}"
+        models[cfg.model] = f.name
+        assert load_model_config(None, cfg.model) == cfg  # a spec teacher's `model` finds its config
+    paper = {"Qwen/QwQ-32B", "Qwen/Qwen3-4B", "Qwen/Qwen3-8B", "Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B",
+             "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "deepseek-ai/DeepSeek-R1-0528", "google/gemma-3-12b-it",
+             "google/gemma-3-27b-it", "mistralai/Magistral-Small-2509", "nvidia/Llama-3.1-Nemotron-Nano-8B-v1",
+             "nvidia/OpenReasoning-Nemotron-32B", "openai/gpt-oss-20b", "openai/gpt-oss-120b",
+             "microsoft/Phi-3.5-mini-instruct", "meta-llama/Llama-3.2-1B-Instruct",
+             "microsoft/Phi-3-mini-128k-instruct"}
+    assert paper <= set(models)
+
+
+def test_paper_spec_validates_and_is_the_papers_matrix() -> None:
+    from legival_core.generation.config import load_model_config
+    from legival_core.plan.throughput import load_table
+
+    s = load_spec(REPO / "examples" / "paper.yaml")
+    assert s.datasets == ["math", "gpqa", "connections"]
+    assert [(st.backend, st.model) for st in s.students] == [
+        ("vllm", "microsoft/Phi-3.5-mini-instruct"), ("vllm", "meta-llama/Llama-3.2-1B-Instruct")]
+    assert len(s.teachers) == 13 and s.execution.ray_address == "auto" and s.execution.gpus_per_engine == 1
+    table = load_table()
+    for t in s.teachers:
+        g = t.generate
+        assert g is not None and g.backend == "vllm" and g.max_new_tokens == 8192, t.name
+        assert [d for d, _ in g.jobs(s.datasets, t.name)] == s.datasets
+        assert load_model_config(g.config, g.model).name == t.name  # its configs/models entry
+        assert table.params_b(g.model) is not None, t.name
+    assert s.judge.name == "gemini" and s.rewards.enabled and s.monitor.enabled
+    assert [m.name for m in s.rewards.specs()] == ["skywork-v2-llama-8b", "rb2-llama-8b", "qwen2.5-math-prm-7b"]
+    sup = s.supervisor()
+    assert (sup.backend, sup.model) == ("vllm", "meta-llama/Llama-3.2-1B-Instruct")
+    assert sup.options["max_model_len"] == 16384
+
+
+def test_rewards_and_monitor_sections(tmp_path: Path) -> None:
+    """Off by default; reward models by default name, hub id or mapping; the supervisor is a spec
+    student or any model (the shipped CPU models by any spelling)."""
+    from legival_core.catalog import GEMMA3_270M, SMOLLM2
+    from legival_core.rewards import DEFAULT_MODELS
+    from legival_core.spec import Monitor, Rewards, default_of
+
+    s = parse_spec(_base(tmp_path), tmp_path)
+    assert not s.rewards.enabled and not s.monitor.enabled
+    assert [m.name for m in s.rewards.specs()] == [m.name for m in DEFAULT_MODELS]
+    assert default_of(Rewards, "max_length") == DEFAULT_MODELS[0].max_length
+
+    r = parse_spec(_base(tmp_path) | {"rewards": {"enabled": True, "max_length": 4096, "models": [
+        "rb2-llama-8b", "Skywork/Skywork-Reward-V2-Llama-3.1-8B", "org/Other-RM",
+        {"name": "mine", "model": "org/mine", "kind": "prm", "path": "weights/mine"}]}}, tmp_path).rewards
+    specs = {m.name: m for m in r.specs()}
+    assert list(specs) == ["rb2-llama-8b", "skywork-v2-llama-8b", "other-rm", "mine"]
+    assert specs["other-rm"].model == "org/Other-RM" and specs["other-rm"].kind == "scalar"
+    assert specs["mine"].kind == "prm" and specs["mine"].path == str((tmp_path / "weights" / "mine").resolve())
+    assert {m.max_length for m in specs.values()} == {4096}
+    assert specs["rb2-llama-8b"].params()["max_length"] == 4096  # part of the rows' key
+    with pytest.raises(SpecError, match="duplicate reward model"):
+        parse_spec(_base(tmp_path) | {"rewards": {"models": ["rb2-llama-8b", "allenai/Llama-3.1-8B-Instruct-RM-RB2"]}},
+                   tmp_path)
+    with pytest.raises(SpecError, match=r"rewards.models.0: .*not a default.*give its `model`"):
+        parse_spec(_base(tmp_path) | {"rewards": {"models": [{"name": "nope"}]}}, tmp_path)
+
+    student = {"name": "sup", "backend": "vllm", "model": "Qwen/Qwen3-0.6B", "dtype": "bfloat16",
+               "backend_options": {"max_model_len": 4096}}
+    m = parse_spec(_base(tmp_path) | {"students": [student], "monitor": {"enabled": True, "supervisor": "sup"}},
+                   tmp_path)
+    assert m.supervisor() == type(m.supervisor())("sup", "vllm", "Qwen/Qwen3-0.6B", "bfloat16", {"max_model_len": 4096})
+    cpu = Monitor()
+    assert (cpu.supervisor, cpu.resolve([]).backend, cpu.resolve([]).model) == ("smollm2-135m", "embedded", SMOLLM2)
+    assert Monitor(supervisor="gemma-3-270m").resolve([]).model == GEMMA3_270M
+    assert Monitor(supervisor="g", model="gemma3-270m").resolve([]).model_id == GEMMA3_270M
+    with pytest.raises(SpecError, match="monitor.backend"):
+        parse_spec(_base(tmp_path) | {"monitor": {"backend": "nope"}}, tmp_path)
+    with pytest.raises(SpecError, match="runs dtype"):
+        parse_spec(_base(tmp_path) | {"monitor": {"dtype": "float16"}}, tmp_path)
+    with pytest.raises(SpecError, match=r"monitor: unknown key\(s\) supervisr"):
+        parse_spec(_base(tmp_path) | {"monitor": {"supervisr": "x"}}, tmp_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.backends import smollm2
+from legival_core.backends import shipped, smollm2
 from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling
 from legival_core.backends.embedded import EmbeddedBackend
 
@@ -17,7 +17,7 @@ QUESTION = "Tom has 3 boxes with 4 apples each. He eats 2 apples. How many apple
 STEPS = ("There are 3 boxes of 4 apples.", " That is 3 * 4 = 12 apples.", " He eats 2, so 12 - 2 = 10.")
 
 
-def _fake_export(gguf: Path, out: Path) -> None:
+def _fake_export(gguf: Path, out: Path, plain_prompt: bool = False) -> None:
     for name in smollm2._REQUIRED_FILES:
         (out / name).write_text("x")
 
@@ -30,11 +30,11 @@ def test_gguf_is_found_without_importing_the_package() -> None:
 def test_export_is_done_once_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Path] = []
 
-    def export(gguf: Path, out: Path) -> None:
+    def export(gguf: Path, out: Path, plain_prompt: bool = False) -> None:
         calls.append(out)
         _fake_export(gguf, out)
 
-    monkeypatch.setattr(smollm2, "_export", export)
+    monkeypatch.setattr(shipped, "_export", export)
     first = smollm2.smollm2_safetensors_dir(tmp_path)
     second = smollm2.smollm2_safetensors_dir(tmp_path)
     assert first == second == tmp_path / "models" / smollm2.EXPORT_DIR_NAME
@@ -47,11 +47,11 @@ def test_export_is_done_once_and_reused(tmp_path: Path, monkeypatch: pytest.Monk
 def test_crashed_export_leaves_nothing_and_is_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def crash(gguf: Path, out: Path) -> None:
+    def crash(gguf: Path, out: Path, plain_prompt: bool = False) -> None:
         (out / "config.json").write_text("{}")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(smollm2, "_export", crash)
+    monkeypatch.setattr(shipped, "_export", crash)
     with pytest.raises(KeyboardInterrupt):
         smollm2.smollm2_safetensors_dir(tmp_path)
     models = tmp_path / "models"
@@ -59,7 +59,7 @@ def test_crashed_export_leaves_nothing_and_is_retried(
     # debris of a killed process (no chance to clean up) and a half-written target are replaced
     (models / f".{smollm2.EXPORT_DIR_NAME}.tmp-dead").mkdir()
     (models / smollm2.EXPORT_DIR_NAME).mkdir()
-    monkeypatch.setattr(smollm2, "_export", _fake_export)
+    monkeypatch.setattr(shipped, "_export", _fake_export)
     target = smollm2.smollm2_safetensors_dir(tmp_path)
     assert smollm2.is_complete_export(target)
     assert sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock")) == [smollm2.EXPORT_DIR_NAME]

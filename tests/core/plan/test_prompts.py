@@ -40,7 +40,7 @@ def _traces(n: int) -> list[tuple[str, list]]:
 
 
 def _exact(tok, question: str, prefix: str) -> int:
-    from legival_core.backends.vllm_backend import render_chat_with
+    from legival_core.backends.prompt_format import render_chat_with
 
     text = render_chat_with(tok, student_messages(SYSTEM, question, prefix), True)
     return len(tok(text, add_special_tokens=False)["input_ids"])

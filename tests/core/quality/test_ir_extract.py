@@ -138,13 +138,25 @@ def _report(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def test_compare_with_published_fixture() -> None:
-    _report(load(FIXTURE))
+    report = _report(load(FIXTURE))
+    # measured 2026-12: 5/5 extracted, FAS0 agrees with the authors' IR on 3/5
+    assert report["extracted"] == 5 and report["fas0_agree"] >= 3
 
 
 @pytest.mark.shared
 def test_compare_with_published_all_80() -> None:
+    """Agreement of the automatic extractor with the authors' hand-made IRs on all 80 published
+    records. Measured 2026-12: 65/80 extracted (0.8125); FAS0 defined on both sides for those 65 and
+    equal on 48 (0.738; every agreement is a sound trace; 12 records the authors' IR finds unsound are
+    sound on ours, 5 the other way); ACS equal on 59/65, the predicted answer on 50/65. The bounds
+    sit a little under the measured values so an extractor change that loses ground fails here."""
     if not REFERENCE.is_file():
         pytest.skip("needs ../shared/data (absent)")
     report = _report(load(REFERENCE))
     assert report["n"] == 80
-    assert report["fas0_comparable"] > 0
+    assert report["success_rate"] >= 0.78
+    assert report["fas0_comparable"] >= 60
+    assert report["fas0_agreement"] >= 0.70
+    assert report["fas0_agreement_over_all"] >= 0.56
+    rows = [r for r in report["rows"] if r["extracted"]]
+    assert sum(r["acs_published"] == r["acs_extracted"] for r in rows) / len(rows) >= 0.85

@@ -1,13 +1,17 @@
-"""Embedding cohesion against values worked out by hand; the optional-model adapters' unavailable paths."""
+"""Embedding cohesion against values worked out by hand (on toy vectors, and end to end on all-mpnet-base-v2
+embeddings of two short traces); the optional-model adapters' unavailable paths."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from legival_core.catalog import MPNET
+from legival_core.embed import resolve_model_path
 from legival_core.quality._local import Unavailable
 from legival_core.quality.cohesion import (
     CohesionParams,
@@ -17,6 +21,12 @@ from legival_core.quality.cohesion import (
     load_momentum_scorer,
     multi_hop_similarity,
 )
+from legival_core.segment import segment
+from legival_core.stages.ingest import ingest_records
+from legival_core.stages.quality import compute_quality
+from legival_core.store import Store
+from tests._sql import rows
+from tests.conftest import EXAMPLES
 
 # cos(e1, e2) = 0.6, cos(e2, e3) = 0.8, cos(e1, e3) = 0
 E = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 1.0]])
@@ -67,3 +77,56 @@ def test_momentum_degradation_test() -> None:
 def test_adapters_report_unavailable_without_a_model(tmp_path: Path) -> None:
     for loaded in (load_cross_encoder(str(tmp_path / "none")), load_momentum_scorer("nobody/no-such-model")):
         assert isinstance(loaded, Unavailable) and "not on this machine" in loaded.reason
+
+
+# Two short traces through the quality stage (Punkt steps, all-mpnet-base-v2 on its default backend),
+# against cosines of the model's own `SentenceTransformer.encode` and the paper's formula by hand.
+TEXTS = {
+    "apples": ["Tom has 3 apples.", "He buys 2 more apples at the store.", "Now Tom has 5 apples."],
+    "jump": ["The train leaves the station at 9 am.", "Bananas are a yellow fruit.",
+             "The train arrives in the city at noon."],
+}
+
+
+def _by_hand(c: np.ndarray) -> tuple[float, float]:
+    """(cohesion, band ratio) of 3 sentences with pairwise cosines `c`: K=2, gamma=0.75, 10 shuffles
+    from seed 0, jump < 0.30 and repeat > 0.90 each weighted 0.5."""
+
+    def m(order: list[int]) -> float:
+        a, b, d = order
+        return ((c[a, b] + c[b, d]) / 2 + 0.75 * c[a, d]) / 1.75
+
+    rng = np.random.default_rng(0)
+    baseline = sum(m([int(i) for i in rng.permutation(3)]) for _ in range(10)) / 10
+    adjacent = [c[0, 1], c[1, 2]]
+    jumps = sum(x < 0.30 for x in adjacent) / 2
+    repeats = sum(x > 0.90 for x in adjacent) / 2
+    band = sum(0.30 <= x <= 0.90 for x in adjacent) / 2
+    return m([0, 1, 2]) - baseline - 0.5 * jumps - 0.5 * repeats, band
+
+
+def test_cohesion_rows_equal_the_paper_formula_on_mpnet_embeddings(store: Store, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    lines = (EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl").read_text(encoding="utf-8").splitlines()[:2]
+    records = [{**json.loads(line), "reasoning": " ".join(s)} for line, s in zip(lines, TEXTS.values(), strict=True)]
+    for r, s in zip(records, TEXTS.values(), strict=True):
+        assert segment(r["reasoning"]).sentences() == s  # the steps the stage embeds
+    ingest_records(store, str(tmp_path / "two.jsonl"), records)
+    assert compute_quality(store, ["cohesion"]).computed["cohesion"] == 2
+
+    model = SentenceTransformer(resolve_model_path(MPNET), device="cpu")
+    expected = {}
+    for sentences in TEXTS.values():
+        e = np.asarray(model.encode(sentences, normalize_embeddings=True), dtype=np.float64)
+        expected[" ".join(sentences)] = (e @ e.T, _by_hand(e @ e.T))
+    assert expected[" ".join(TEXTS["jump"])][0][0, 1] < 0.30  # a topic jump: the penalty is exercised
+
+    got = rows(store, """
+        SELECT t.reasoning, m.metric, m.value, m.method, m.params FROM trace_metrics m JOIN traces t USING (trace_id)
+        WHERE m.metric IN ('cohesion', 'cohesion_band_ratio') AND m.status = 'ok' ORDER BY 1, 2""")
+    assert len(got) == 4
+    for text, metric, value, method, params in got:
+        _, (cohesion, band) = expected[text]
+        assert value == pytest.approx(cohesion if metric == "cohesion" else band, abs=1e-5)
+        assert method == MPNET and json.loads(params)["model"] == MPNET

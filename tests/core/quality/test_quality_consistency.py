@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from legival_core.quality._local import Unavailable
+from legival_core.quality.alignscore import load_alignscore
 from legival_core.quality.consistency import (
-    load_alignscore,
     load_factcc,
     load_nli,
     nli_consistency,

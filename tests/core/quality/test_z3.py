@@ -22,6 +22,7 @@ from legival_core.quality.z3_verify import (
     bridge_variables,
     detect_shortcuts,
     predicted_answer,
+    sound_only,
     verify_ir,
     verify_records,
 )
@@ -220,7 +221,17 @@ def test_fas0_zero_when_answer_is_only_stated() -> None:
     obj = ir_of([st("s1", "a", 5), eq("s2", v("final_answer"), c(40))], "a final_answer")
     r = verify_ir(parse_ir(obj))
     assert r.answer == 40 and r.shortcut_tracks == ("s2",)
-    assert r.fas0 == 0.0 and r.jss is None and r.rcr == 0.0
+    assert r.fas0 == 0.0 and r.jss is None and r.rcr == 0.0  # [repo]: RCR computed on an unsound trace
+    assert sound_only(r) == (None, None)  # the paper: JSS and RCR exist only where FAS0 = 1
+
+
+def test_jss_and_rcr_are_kept_on_a_sound_trace_only() -> None:
+    sound = verify_ir(parse_ir(REDUNDANT_IR))
+    assert sound_only(sound) == (sound.jss, pytest.approx(4 / 6))
+    vacuous = verify_ir(parse_ir(UNSAT_IR))  # no answer: FAS0 undefined, so are JSS and RCR
+    assert vacuous.fas0 is None and sound_only(vacuous) == (None, None)
+    forced = verify_ir(parse_ir(UNSAT_IR), answer=8)
+    assert forced.fas0 == 1.0 and sound_only(forced) == (pytest.approx(4 / 6), pytest.approx(3 / 6))
 
 
 def test_answer_from_text_fallback() -> None:

@@ -1,8 +1,9 @@
-"""The report of the demo store equals the snapshot taken from main before the spine refactor.
+"""The report of the demo store equals the snapshot taken with it (tests/fixtures/demo_store/README.md:
+first taken before the spine refactor, refreshed for issue 15's second student and gCoT formulas).
 
 `tests/fixtures/demo_store/` holds the demo's store tables (Parquet) and
-`tests/fixtures/demo_report_snapshot/` the CSVs `legival report` wrote from them on main at commit
-8a07646. This test loads the tables into a fresh DuckDB file, runs the real `legival report` entry
+`tests/fixtures/demo_report_snapshot/` the CSVs `legival report` wrote from them
+(`scripts/refresh_demo_fixture.py`). This test loads the tables into a fresh DuckDB file, runs the real `legival report` entry
 point, and requires every snapshot column in every CSV, with the same rows (matched on the file's
 key columns) and the same values (floats within 1e-9).
 

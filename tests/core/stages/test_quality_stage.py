@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from legival_core.catalog import MINILM, SMOLLM2
+from legival_core.catalog import MPNET, SMOLLM2
 from legival_core.metrics.quality import resolve_groups
 from legival_core.quality.clarity import clarity
 from legival_core.registry import entry
@@ -82,8 +82,8 @@ def test_unavailable_rows_are_null_then_replaced_when_the_model_appears(small: S
 def test_cohesion_rows_and_teacher_table(small: Store) -> None:
     s = compute_quality(small, ["cohesion", "clarity", "z3"])
     assert s.computed["cohesion"] == 10
-    method = rows(small, "SELECT DISTINCT method FROM trace_metrics WHERE metric = 'cohesion'")
-    assert method == [(MINILM,)]
+    named = rows(small, "SELECT DISTINCT method, params FROM trace_metrics WHERE metric LIKE 'cohesion%'")
+    assert [(m, json.loads(p)["model"]) for m, p in named] == [(MPNET, MPNET)]  # every cohesion row names it
     t = quality_teacher_table(small)
     assert t.height == 5
     for col in ("clarity_clx", "cohesion", "cohesion_band_ratio", "z3_extraction_rate", "dim_coherence",
@@ -94,7 +94,7 @@ def test_cohesion_rows_and_teacher_table(small: Store) -> None:
 
 def test_defaults_are_the_catalog_names() -> None:
     cfg = QualityConfig()
-    assert (cfg.embed_model, cfg.ppl_model) == (MINILM, SMOLLM2)
+    assert (cfg.embed_model, cfg.ppl_model) == (MPNET, SMOLLM2)
     old = group_defs(replace(cfg, ppl_model="smollm2-135m-instruct"))["perplexity"]
     assert json.loads(old.params)["model"] == SMOLLM2 and old.method == SMOLLM2  # one spelling in the rows
     assert old.params == group_defs(cfg)["perplexity"].params
@@ -208,3 +208,31 @@ def test_an_ir_that_breaks_the_verifier_fails_alone(small: Store, monkeypatch: p
     bad = rows(small, "SELECT DISTINCT trace_id, detail FROM trace_metrics WHERE status = 'error'")
     assert len(bad) == 1 and "RecursionError" in bad[0][1]
     assert _one(small, "SELECT count(*) FROM trace_metrics WHERE metric = 'z3_acs' AND status = 'ok'")[0] >= 1
+
+
+def test_z3_jss_and_rcr_are_null_unless_fas0_is_1() -> None:
+    """The paper defines JSS and RCR on sound traces only (FAS0 = 1); elsewhere they are NULL with
+    status 'undefined' and the reason, so a teacher's mean of 'ok' rows is a mean over its FAS0 = 1
+    traces."""
+    from legival_core.stages.quality_computers import QualityUnit, load_computer
+
+    cfg = QualityConfig(z3_workers=1)
+    run = load_computer(group_defs(cfg)["z3"], cfg)
+    assert callable(run)
+    units = [QualityUnit("sound", "gsm8k", "16 - 3 - 4 = 9, then 9 * 2 = 18. She makes $18.", "", "q"),
+             QualityUnit("unsound", "gsm8k", "3 * 4 = 12. The answer is 13.", "", "q")]
+    got = {(r["trace_id"], r["metric"]): r for r in run(units)}
+    assert all(r["code_version"] == "z3-extract-2" for r in got.values())
+    # sound: s1 v1=16-3, s2 v2=v1-4, s3 v2==9, s4 v3=v2*2, s5 v3==18, s6 final=v3*1, s7 final==18; the
+    # shortcuts s5, s7 go, leaving 5 tracks. {s3, s4, s6} force 18: JSS = 3/5. Dropping s1 or s2 (s3
+    # pins v2) or s3 (s1, s2 compute v2) still forces it, s4 or s6 does not: RCR = 3/5.
+    assert [(got["sound", m]["value"], got["sound", m]["status"]) for m in ("z3_fas0", "z3_jss", "z3_rcr")] == [
+        (1.0, "ok"), (pytest.approx(0.6), "ok"), (pytest.approx(0.6), "ok")]
+    # unsound: v1=3*4, v1==12, final==13 (a shortcut: the stated answer). Without it nothing forces 13:
+    # FAS0 = 0. The authors' script would store RCR = 0/2 = 0; the paper leaves JSS and RCR undefined.
+    assert (got["unsound", "z3_fas0"]["value"], got["unsound", "z3_fas0"]["status"]) == (0.0, "ok")
+    assert (got["unsound", "z3_acs"]["value"], got["unsound", "z3_acs"]["status"]) == (1.0, "ok")
+    for m in ("z3_jss", "z3_rcr"):
+        r = got["unsound", m]
+        assert (r["value"], r["status"]) == (None, "undefined")
+        assert json.loads(r["detail"]) == {"fas0": 0.0, "reason": "defined only when FAS0 = 1"}
