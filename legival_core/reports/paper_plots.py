@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legival_core.reports.coverage import COMPUTED
-from legival_core.reports.plots import _colors, _empty, _limits, _plt, label_points
+from legival_core.reports.plots import (
+    _colors,
+    _empty,
+    _limits,
+    _plt,
+    frontier_panel,
+    grouped_bars,
+    label_points,
+)
 
 if TYPE_CHECKING:
     import polars as pl
@@ -110,13 +118,7 @@ def accuracy_frontier_figure(data: ReportData) -> Any:
             _empty(ax, _why(sub))
             continue
         rows = list(ok.select("teacher", "accuracy", "value", "on_frontier").iter_rows())
-        front = sorted((a, v) for _t, a, v, on in rows if on)
-        if len(front) > 1:
-            ax.plot(*zip(*front, strict=True), color="0.6", lw=1, ls="--", zorder=1)
-        for name, a, v, on in rows:
-            ax.scatter(a, v, s=60 if on else 30, color=colors.get(name), edgecolor="black" if on else "none", zorder=2)
-        ax.set_xlim(*_limits([r[1] for r in rows]))
-        ax.set_ylim(*_limits([r[2] for r in rows]))
+        frontier_panel(ax, rows, colors)
         to_label.append((ax, [(r[0], r[1], r[2]) for r in rows]))
     fig.suptitle("Teacher accuracy vs transfer utility (Legi-Val Fig. 4; outlined: Pareto frontier)")
     fig.tight_layout()
@@ -220,11 +222,11 @@ def student_stability_figure(data: ReportData) -> Any:
         a1.axvline(0, color="0.5", lw=0.6)
         metrics = list(dict.fromkeys(dt["metric"].to_list()))
         teachers = sorted(dt["teacher"].unique().to_list())
-        w = 0.8 / max(len(metrics), 1)
-        for j, m in enumerate(metrics):
-            d = {t: v for t, v in dt.filter(pl.col("metric") == m).select("teacher", "abs_delta").iter_rows()}
-            a2.bar([i + j * w for i in range(len(teachers))], [d.get(t) or 0.0 for t in teachers], width=w, label=m)
-        a2.set_xticks([i + 0.4 - w / 2 for i in range(len(teachers))], teachers, rotation=30, ha="right")
+        series: dict[str, list[float | None]] = {}
+        for m in metrics:
+            d = dict(dt.filter(pl.col("metric") == m).select("teacher", "abs_delta").iter_rows())
+            series[m] = [d.get(t) for t in teachers]
+        grouped_bars(a2, teachers, series)
         a2.legend(fontsize=7, frameon=False)
     a1.set_title("Spearman rho of teacher values between students")
     a2.set_title("|delta TU| between students per teacher")
@@ -276,11 +278,7 @@ def clarity_profile_figure(data: ReportData) -> Any:
     if ok.height == 0:
         _empty(ax, _why(t))
     else:
-        w = 0.8 / len(metrics)
-        teachers = ok["teacher"].to_list()
-        for j, m in enumerate(metrics):
-            ax.bar([i + j * w for i in range(len(teachers))], [v or 0.0 for v in ok[m].to_list()], width=w, label=m)
-        ax.set_xticks([i + 0.4 - w / 2 for i in range(len(teachers))], teachers, rotation=30, ha="right")
+        grouped_bars(ax, ok["teacher"].to_list(), {m: ok[m].to_list() for m in metrics})
         ax.set_ylim(0, 1.05)
         ax.legend(fontsize=7, frameon=False, ncol=len(metrics))
     ax.set_ylabel("mean score (0-1)")

@@ -75,6 +75,27 @@ def label_points(fig: Any, ax: Any, points: list[tuple[str, float, float]], font
                     ha="left", va="bottom", fontsize=fontsize, arrowprops=arrow, zorder=3)
 
 
+def frontier_panel(ax: Any, rows: list[tuple[Any, ...]], colors: dict[str, Any]) -> None:
+    """One teacher scatter with its Pareto frontier: `rows` are (teacher, x, y, on_frontier); frontier
+    points are outlined and joined by a dashed line. Shared by the frontiers and Legi-Val Fig. 4."""
+    front = sorted((r[1], r[2]) for r in rows if r[3])
+    if len(front) > 1:
+        ax.plot(*zip(*front, strict=True), color="0.6", lw=1, ls="--", zorder=1, label="Pareto frontier")
+    for name, xv, yv, on in rows:
+        ax.scatter(xv, yv, s=60 if on else 30, color=colors.get(name), edgecolor="black" if on else "none", zorder=2)
+    ax.set_xlim(*_limits([r[1] for r in rows]))
+    ax.set_ylim(*_limits([r[2] for r in rows]))
+
+
+def grouped_bars(ax: Any, groups: list[str], series: dict[str, list[float | None]]) -> None:
+    """Bars of several series side by side per group (a missing value draws as 0), labelled groups
+    and a legend."""
+    w = 0.8 / max(len(series), 1)
+    for j, (label, values) in enumerate(series.items()):
+        ax.bar([i + j * w for i in range(len(groups))], [v or 0.0 for v in values], width=w, label=label)
+    ax.set_xticks([i + 0.4 - w / 2 for i in range(len(groups))], groups, rotation=30, ha="right")
+
+
 def pareto_figure(data: ReportData) -> Any:
     from legival_core.metrics.base import metrics_from
     from legival_core.reports.pareto import FRONTIERS
@@ -92,13 +113,7 @@ def pareto_figure(data: ReportData) -> Any:
         if not rows:
             _empty(ax, f"no {y} yet (no rollouts)" if y in transfer else _NO_DATA)
             continue
-        front = sorted((r[1], r[2]) for r in rows if r[3])
-        if len(front) > 1:
-            ax.plot(*zip(*front, strict=True), color="0.6", lw=1, ls="--", zorder=1, label="Pareto frontier")
-        for name, xv, yv, on in rows:
-            ax.scatter(xv, yv, s=60 if on else 30, color=colors[name], edgecolor="black" if on else "none", zorder=2)
-        ax.set_xlim(*_limits([r[1] for r in rows]))
-        ax.set_ylim(*_limits([r[2] for r in rows]))
+        frontier_panel(ax, rows, colors)
         ax.set_title(f"{y} vs {x}")
         to_label.append((ax, [(r[0], r[1], r[2]) for r in rows]))
     fig.suptitle("Pareto frontier of teachers (outlined: on the frontier)")
