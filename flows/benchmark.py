@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow
@@ -11,7 +12,8 @@ from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
 from legival_core.laps import Laps
 from legival_core.reports.data import ReportConfig
-from tasks.monitor import monitor_benchmark, run_name
+from legival_core.reports.runs import RunInfo, spec_hash
+from tasks.monitor import flow_run_link, monitor_benchmark, run_name
 from tasks.stages import (
     aggregate_task,
     efficiency_task,
@@ -33,7 +35,8 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) -> grade
     (what the current graders have not graded) -> efficiency -> plan (`legival plan` on the store: an
     artifact, and `plan_vs_actual` in the summary) -> transfer (subflow, one task per shard) -> judge ->
-    quality -> rewards -> monitor (these two only when enabled) -> aggregate. When this
+    quality -> rewards -> monitor (these two only when enabled) -> aggregate, which stores the run
+    record (`legival runs`) and compares it with the previous run (diff.csv, `changes-<spec>` artifact). When this
     run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
     runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
     which a fully cached rerun would feel). The run carries the spec and teacher tags, an overall
@@ -43,6 +46,7 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     deployments); the other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
     """
     t0 = time.perf_counter()
+    started = datetime.now(UTC)
     s, dbp, outp = load_run(spec, db, out)
     summary: dict[str, Any] = {"spec": str(spec), "db": dbp, "out": outp}
     laps = Laps()
@@ -85,9 +89,13 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         if s.monitor.enabled:
             summary["monitor"] = monitor_task(dbp, s.monitor, s.supervisor(), s.execution)
             lap("monitor")
-        ag = asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s)))
+        flow_run_id, ui_url = flow_run_link()
+        record = RunInfo(s.name, spec_hash(s), started, spec_path=str(spec), flow_run_id=flow_run_id, ui_url=ui_url,
+                         teachers=tuple(teachers) if teachers else None, counts=dict(summary))
+        ag = asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s), record))
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]
+        summary["run_id"], summary["run_seq"], summary["changes"] = ag["run_id"], ag["run_seq"], ag["changes"]
         lap("aggregate")
         mon.finish(summary)
     laps.lap("shutdown")

@@ -146,8 +146,9 @@ def monitor_benchmark(spec: BenchmarkSpec, teachers: list[str], laps: Laps) -> I
             BOARD.end_run()
 
 
-def publish_plan(spec_name: str, markdown: str) -> Any:
-    """The run's plan (`legival plan`'s tables) as a markdown artifact on the current flow run."""
+def publish_markdown(kind: str, spec_name: str, markdown: str, description: str) -> Any:
+    """A markdown artifact `<kind>-<spec name>` on the current flow run (None outside one); display
+    only, so a failure is logged, never raised."""
     from prefect.context import FlowRunContext
 
     if FlowRunContext.get() is None:
@@ -155,15 +156,36 @@ def publish_plan(spec_name: str, markdown: str) -> Any:
     try:
         from prefect.artifacts import create_markdown_artifact
 
-        return create_markdown_artifact(markdown, key="plan-" + (slug(spec_name) or "run"),
-                                        description=f"{spec_name}: what this run computes and costs")
+        return create_markdown_artifact(markdown, key=f"{kind}-" + (slug(spec_name) or "run"),
+                                        description=f"{spec_name}: {description}")
     except Exception as e:  # noqa: BLE001  (display only)
-        log.warning("plan artifact not created: %s", e)
+        log.warning("%s artifact not created: %s", kind, e)
         return None
 
 
-def ranking_key(spec_name: str) -> str:
-    return "ranking-" + (slug(spec_name) or "run")
+def publish_plan(spec_name: str, markdown: str) -> Any:
+    """The run's plan (`legival plan`'s tables) as a markdown artifact on the current flow run."""
+    return publish_markdown("plan", spec_name, markdown, "what this run computes and costs")
+
+
+def publish_changes(spec_name: str, markdown: str) -> Any:
+    """What changed since the previous recorded run (`legival diff`) as a markdown artifact."""
+    return publish_markdown("changes", spec_name, markdown, "changes since the last run")
+
+
+def flow_run_link() -> tuple[str | None, str | None]:
+    """(flow-run id, UI link) of the current flow run; the link only with a Prefect server that
+    outlives the run (PREFECT_API_URL and PREFECT_UI_URL set): a temporary server's link leads nowhere."""
+    try:
+        from prefect.runtime import flow_run
+        from prefect.settings import get_current_settings
+
+        run_id = flow_run.get_id()
+        settings = get_current_settings()
+        ui = settings.ui_url if settings.api.url else None
+        return run_id, (f"{str(ui).rstrip('/')}/flow-runs/flow-run/{run_id}" if run_id and ui else None)
+    except Exception:  # noqa: BLE001  (outside a flow run)
+        return None, None
 
 
 def publish_ranking(spec_name: str, out: Path, dashboard: str | None) -> Any:
@@ -172,14 +194,8 @@ def publish_ranking(spec_name: str, out: Path, dashboard: str | None) -> Any:
 
     if FlowRunContext.get() is None:
         return None
-    try:
-        from prefect.artifacts import create_markdown_artifact
-
-        return create_markdown_artifact(ranking_markdown(spec_name, out, dashboard), key=ranking_key(spec_name),
-                                        description=f"{spec_name}: teacher ranking and dashboard")
-    except Exception as e:  # noqa: BLE001  (display only)
-        log.warning("ranking artifact not created: %s", e)
-        return None
+    return publish_markdown("ranking", spec_name, ranking_markdown(spec_name, out, dashboard),
+                            "teacher ranking and dashboard")
 
 
 def ranking_markdown(spec_name: str, out: Path, dashboard: str | None) -> str:

@@ -33,7 +33,7 @@ from legival_core.spec import (
 )
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
-from tasks.monitor import publish_plan, run_logger
+from tasks.monitor import publish_changes, publish_plan, run_logger
 from tasks.progress import BOARD
 
 
@@ -295,20 +295,33 @@ class AggregateResult:
     out: str
     files: list[str]
     dashboard: str | None
+    run_id: str | None = None
+    """The run record stored by this report (a benchmark run), None for a plain report."""
+    run_seq: int | None = None
+    changes: str | None = None
+    """One line: what changed since the previous recorded run (`diff.headline`)."""
 
 
 @task(name="report", cache_policy=NO_CACHE, task_run_name="report")
-def aggregate_task(db: str, out: str, config: Any) -> AggregateResult:
+def aggregate_task(db: str, out: str, config: Any, record: Any = None) -> AggregateResult:
     """The report stage: tables, Pareto frontier, correlations, dashboard, from the store alone.
-    `config` is a `legival_core.reports.data.ReportConfig`."""
+    `config` is a `legival_core.reports.data.ReportConfig`; `record` a `legival_core.reports.runs.RunInfo`
+    (a benchmark run: its run record is stored, and what changed since the last run is published)."""
+    from legival_core.reports.diff import diff_markdown, headline
     from legival_core.reports.stage import ReportStage
     from legival_core.stages.base import run_stage
 
-    result = run_stage(ReportStage(Path(out), config), lambda: locked_store(db))
+    result = run_stage(ReportStage(Path(out), config, record=record), lambda: locked_store(db))
     files = sorted(result.files)
     dash = Path(out) / "index.html"
     run_logger().info("report: %s (%d files); dashboard: %s", out, len(files), dash if dash.is_file() else "(not built)")
-    return AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
+    agg = AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
+    ch = result.data.changes if result.data is not None else None
+    if result.recorded is not None and ch is not None:
+        agg.run_id, agg.run_seq, agg.changes = result.recorded.run_id, result.recorded.seq, headline(ch)
+        run_logger().info("run record #%d %s; %s", agg.run_seq, agg.run_id, agg.changes)
+        publish_changes(record.spec_name, diff_markdown(ch))
+    return agg
 
 
 def _log_counts(what: str, counts: dict[str, Any]) -> None:

@@ -56,6 +56,9 @@ def run(
             BOARD.clear()
     out_console.print(f"report: {summary['out']}", markup=False, highlight=False)
     out_console.print(f"dashboard: {summary['dashboard'] or '(not built)'}", markup=False, highlight=False)
+    if summary.get("run_id"):
+        out_console.print(f"run record #{summary['run_seq']} {summary['run_id']} (`legival runs`, `legival diff`): "
+                          f"{summary.get('changes')}", markup=False, highlight=False, soft_wrap=True)
     summary.pop("efficiency", None)
     summary.update({"command": "run", "flow_wall_s": summary.pop("wall_s"),
                     "wall_s": round(time.perf_counter() - t0, 3)})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
@@ -58,13 +58,16 @@ Draw = Callable[[int, int], "np.ndarray"]
 
 @dataclass(frozen=True, slots=True)
 class BootstrapResult:
-    """`samples[metric]` is (resamples x teachers); `curves` is (resamples x teachers x B)."""
+    """`samples[metric]` is (resamples x teachers); `curves` is (resamples x teachers x B);
+    `dataset_samples[dataset][metric]` is (resamples x teachers) on that dataset alone (NaN for a
+    teacher without traces there): the run records keep them (`reports.runs`)."""
 
     teachers: list[str]
     samples: dict[str, np.ndarray]
     curves: np.ndarray
     n_resamples: int
     seed: int
+    dataset_samples: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 def multinomial_draw(n_resamples: int, seed: int) -> Draw:
@@ -108,6 +111,7 @@ def bootstrap(
     metrics = ci_metrics()
     per_dataset: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
     curve_parts: list[np.ndarray] = []
+    by_dataset: dict[str, dict[str, np.ndarray]] = {}
     n_r = n_resamples
     for di, dataset in enumerate(datasets):
         tr = traces.filter(pl.col("dataset") == dataset)
@@ -120,6 +124,7 @@ def bootstrap(
         res = _dataset_resamples(tr, pr, curves, w, len(teachers), len(students), n_bins)
         for m in metrics:
             per_dataset[m].append(res[m])
+        by_dataset[dataset] = {m: res[m] for m in metrics}
         curve_parts.append(res["_curve"])
     samples: dict[str, np.ndarray] = {}
     with warnings.catch_warnings():
@@ -130,7 +135,7 @@ def bootstrap(
         cstack = (np.stack(curve_parts, axis=-1) if datasets
                   else np.full((n_r, len(teachers), n_bins, 1), np.nan))
         mu = np.nanmean(cstack, axis=-1)
-    return BootstrapResult(teachers, samples, mu, n_r, seed)
+    return BootstrapResult(teachers, samples, mu, n_r, seed, by_dataset)
 
 
 def _dataset_resamples(

@@ -30,6 +30,7 @@ from legival_core.reports.bootstrap import (
 from legival_core.reports.columns import teacher_columns
 from legival_core.reports.coverage import coverage_table
 from legival_core.reports.data import ReportConfig, ReportData
+from legival_core.reports.diff import changes, diff_schema
 from legival_core.reports.elbow import redundancy_elbow
 from legival_core.reports.paper import PAPER_CSV, paper_tables
 from legival_core.reports.pareto import FRONTIERS, pareto_frontier
@@ -49,6 +50,8 @@ from legival_core.transfer.utility import TransferTable, empty_depths, transfer_
 if TYPE_CHECKING:
     import polars as pl
 
+    from legival_core.reports.runs import RecordedRun
+
 __all__ = ["ReportConfig", "ReportData", "ReportResult", "assemble", "compute_report", "write_report"]
 
 
@@ -57,6 +60,8 @@ class ReportResult:
     teacher_dataset: pl.DataFrame
     files: list[str] = field(default_factory=list)
     data: ReportData | None = None
+    recorded: RecordedRun | None = None
+    """The run record stored by a benchmark run's report stage."""
 
 
 def compute_report(store: Store, config: ReportConfig | None = None) -> ReportData:
@@ -75,6 +80,7 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
     data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
     data.paper = paper_tables(store, data)
+    data.changes = changes(store)
     return data
 
 
@@ -179,6 +185,8 @@ def tu_curve_table(agg: Aggregates, boot: BootstrapResult | None) -> pl.DataFram
 
 def write_report(data: ReportData, store: Store | None, out: str | Path) -> list[str]:
     """Write every file of the report directory; returns their names."""
+    import polars as pl
+
     from legival_core.reports.dashboard import dashboard_html
     from legival_core.reports.paper_plots import write_paper_plots
     from legival_core.reports.plots import write_plots
@@ -202,6 +210,7 @@ def write_report(data: ReportData, store: Store | None, out: str | Path) -> list
     csv(data.tu_curves, "tu_curves.csv")
     if data.coverage is not None:
         csv(data.coverage, "coverage.csv")
+    csv(data.changes.frame if data.changes is not None else pl.DataFrame(schema=diff_schema()), "diff.csv")
     if data.paper is None:
         data.paper = paper_tables(store, data)
     for name in PAPER_CSV:

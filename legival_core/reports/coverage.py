@@ -51,6 +51,7 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
         for r in traces.group_by("teacher", "dataset").agg(
             pl.len().alias("_all"), complete.sum().alias("_complete"),
             pl.col("grade_status").is_not_null().sum().alias("_graded"),
+            (pl.col("m").is_not_null().sum() if "m" in traces.columns else pl.lit(0)).alias("_segmented"),
             *[pl.col(c).filter(complete).is_not_null().sum().alias(f"{c}:complete") for c in cols],
             *[pl.col(c).is_not_null().sum().alias(f"{c}:all") for c in cols],
         ).iter_rows(named=True)
@@ -86,6 +87,8 @@ def _status(info: MetricInfo, cell: dict[str, object], td: dict[str, object],
     if info.source == "transfer":
         n_transfer = _int(td.get("n_transfer_traces"))
         if n_transfer == 0:
+            if not _int(cell.get("_segmented")):  # steps define the transfer traces: not known yet
+                return NOT_RUN, 0, f"{stage_command('segment')} (steps), then {stage_command(info.stage)}"
             return TOO_FEW, 0, "no transfer trace (correct, with at least one step)"
         if not _int(td.get("n_rollouts")):
             return not_run

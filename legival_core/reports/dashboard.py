@@ -252,14 +252,14 @@ def dashboard_html(data: ReportData, store: Store | None, per_cell: int = 10, li
             if p.exists():
                 images[name] = "data:image/png;base64," + base64.b64encode(p.read_bytes()).decode("ascii")
     from legival_core.reports.paper import paper_tables
-    from legival_core.reports.paper_sections import nav_html, sections_html
+    from legival_core.reports.paper_sections import changes_html, nav_html, sections_html
 
     if data.paper is None:
         data.paper = paper_tables(store, data)
     payload = safe_json(page_data(data, store, per_cell, live, images))
     page = TEMPLATE.read_text(encoding="utf-8")
     page = page.replace("<!--PAPER-NAV-->", nav_html(), 1).replace(
-        "<!--PAPER-SECTIONS-->", sections_html(data, image_dir), 1)
+        "<!--PAPER-SECTIONS-->", sections_html(data, image_dir), 1).replace("<!--CHANGES-->", changes_html(data), 1)
     return page.replace("/*DATA*/", payload, 1)
 
 

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from legival_core.metrics.base import Direction
     from legival_core.reports.aggregate import Aggregates
     from legival_core.reports.bootstrap import BootstrapResult
+    from legival_core.reports.diff import Changes
     from legival_core.reports.paper import PaperTables
     from legival_core.spec import BenchmarkSpec
     from legival_core.transfer.utility import TransferTable
@@ -70,6 +71,8 @@ class ReportData:
     """Per (teacher, dataset, metric): computed / not run / unavailable / too few traces (`coverage`)."""
     paper: PaperTables | None = None
     """The papers' tables and figures and the per-trace export (`paper.paper_tables`)."""
+    changes: Changes | None = None
+    """The last two recorded runs compared (`diff.changes`): diff.csv and "Changes since the last run"."""
 
     @property
     def teacher_dataset(self) -> pl.DataFrame:

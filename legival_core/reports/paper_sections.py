@@ -129,3 +129,43 @@ def sections_html(data: ReportData, image_dir: Path | None) -> str:
 
 def nav_html() -> str:
     return "".join(f'<a href="#{html.escape(i)}">{html.escape(label)}</a>' for i, label in NAV)
+
+
+CHANGES_COLUMNS = ("teacher", "dataset", "metric", "change", "old", "new", "delta", "delta_ci", "outside_ci",
+                   "rank_old", "rank_new", "cause")
+"""diff.csv's columns as the page shows them: the interval of the difference in one cell."""
+CHANGES_SHOWN = 200
+"""Rows of diff.csv the page shows (changes outside the interval first); the file has every row."""
+
+
+def changes_html(data: ReportData) -> str:
+    """"Changes since the last run": the headline and the rows of diff.csv (`reports.diff`)."""
+    from legival_core.reports.diff import headline
+
+    e = html.escape
+    out = ['<section id="changes"><h2>Changes since the last run</h2>']
+    ch = data.changes
+    if ch is None:
+        out.append('<p class="empty" data-file="diff.csv">not run: no run records read (`legival run` records '
+                   "one per run; `legival diff --db DB` compares two)</p></section>")
+        return "".join(out)
+    out.append(f'<p class="note">{e(headline(ch))}. delta = new - old; outside_ci: the 95% bootstrap interval '
+               "of the difference (resampling problems, both runs' replicates) excludes 0; dataset 'all' = teacher "
+               "level. File: <code>diff.csv</code>.</p>")
+    if ch.new is not None and ch.new.run.get("ui_url"):
+        url = str(ch.new.run["ui_url"])
+        if url.startswith(("http://", "https://")):
+            out.append(f'<p class="note">This run in Prefect: <a href="{e(url)}">{e(url)}</a></p>')
+    import polars as pl
+
+    interval = pl.when(pl.col("diff_ci_low").is_not_null()).then(pl.format(
+        "[{}, {}]", pl.col("diff_ci_low").round_sig_figs(4), pl.col("diff_ci_high").round_sig_figs(4)))
+    frame = ch.frame.with_columns(interval.alias("delta_ci")).select(CHANGES_COLUMNS)
+    if frame.height:
+        out.append(_table_html(frame.head(CHANGES_SHOWN), "diff.csv"))
+        if frame.height > CHANGES_SHOWN:
+            out.append(f'<p class="note">{frame.height - CHANGES_SHOWN} more rows in diff.csv</p>')
+    elif ch.old is not None:
+        out.append('<p class="empty" data-file="diff.csv">no change: every value and rank equals the previous run\'s</p>')
+    out.append("</section>")
+    return "".join(out)

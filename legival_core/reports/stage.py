@@ -10,6 +10,8 @@ from pathlib import Path
 
 from legival_core.reports.build import ReportResult, compute_report, write_report
 from legival_core.reports.data import ReportConfig, ReportData
+from legival_core.reports.diff import changes
+from legival_core.reports.runs import RunInfo, record_run
 from legival_core.stages.base import Executor, Plan, register_stage, run_stage
 from legival_core.store import Store
 
@@ -24,6 +26,9 @@ class ReportStage:
     config: ReportConfig = ReportConfig()
     name: str = "report"
     needs: tuple[str, ...] = ("grade", "efficiency", "transfer", "judge", "quality", "rewards", "monitor")
+    record: RunInfo | None = None
+    """A benchmark run: store its run record before the files are written, so that diff.csv and the
+    dashboard compare it with the previous run (`legival report` records nothing)."""
 
     def plan(self, store: Store) -> Plan[ReportData, ReportResult]:
         data = compute_report(store, self.config)
@@ -34,6 +39,9 @@ class ReportStage:
 
     def commit(self, store: Store, results: Sequence[ReportData], plan: Plan[ReportData, ReportResult]) -> int:
         for data in results:
+            if self.record is not None:
+                plan.summary.recorded = record_run(store, data, self.record)
+                data.changes = changes(store)
             plan.summary.files = write_report(data, store, self.out)
         return len(results)
 

@@ -21,12 +21,16 @@ meet the same prefix cache).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from legival_core.registry import register
 from legival_core.store import Store
+
+if TYPE_CHECKING:
+    from collections import deque
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 U = TypeVar("U")
 R = TypeVar("R")
@@ -55,6 +59,13 @@ class Work(Generic[W, U, R]):
     """Make the worker ready now (load the model) instead of on its first chunk."""
     loaded: Callable[[W], bool] | None = None
     """Whether the worker has loaded its model (a lazy worker that got no work has not)."""
+    isolate: Callable[[U, str], list[R]] | None = None
+    """`ProcessExecutor` only: the results to store for a unit whose process died (a crash in native
+    code, the OOM killer) or hung, with the reason. Set, a failed chunk is rerun unit by unit in fresh
+    processes and only the unit that fails again gets these results; None: the failure stops the run."""
+    unit_timeout_s: float | None = None
+    """`ProcessExecutor` with `isolate`: a chunk running longer than this per unit (plus the worker's
+    start) is treated as hung: its processes are killed and it is rerun unit by unit, each with this limit."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -126,13 +137,13 @@ class ProcessExecutor:
     stay out of them. `Work` must be picklable (it is, for Ray). With one worker, or one chunk, it
     runs in process."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, start_s: float | None = None) -> None:
         self.workers = workers if workers is not None else usable_cpus()
+        self.start_s = WORKER_START_S if start_s is None else start_s
+        """Slack for a fresh process to start and build its worker, added to a chunk's time limit."""
 
     def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
-        import multiprocessing
         from collections import deque
-        from concurrent.futures import Future, ProcessPoolExecutor
 
         size = max(1, work.chunk_size)
         chunks = [units[i : i + size] for i in range(0, len(units), size)]
@@ -140,18 +151,89 @@ class ProcessExecutor:
         if n <= 1:
             yield from InProcessExecutor().run(work, units)
             return
-        pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_start_process_worker, initargs=(work.setup,))
+        runner = _ProcessRunner(work, n, self.start_s)
         try:
-            pending: deque[Future[list[R]]] = deque()
+            pending: deque[tuple[Sequence[U], Future[list[R]]]] = deque()
             for chunk in chunks:
-                pending.append(pool.submit(_process_chunk, work.process, chunk))
+                pending.append((chunk, runner.submit(chunk)))
                 if len(pending) > 2 * n:
-                    yield pending.popleft().result()
+                    yield runner.collect(pending)
             while pending:
-                yield pending.popleft().result()
+                yield runner.collect(pending)
         finally:  # a failed commit (or chunk) stops the run: queued chunks are dropped, not computed
-            pool.shutdown(wait=True, cancel_futures=True)
+            runner.close()
+
+
+WORKER_START_S = 60.0
+"""`ProcessExecutor.start_s` by default."""
+
+
+class _ProcessRunner(Generic[U, R]):
+    """The process pool of one `ProcessExecutor.run`, rebuilt after a process died or hung."""
+
+    def __init__(self, work: Work[Any, U, R], n: int, start_s: float) -> None:
+        self.work, self.n, self.start_s = work, n, start_s
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(self.n, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_process_worker, initargs=(self.work.setup,))
+
+    def submit(self, chunk: Sequence[U]) -> Future[list[R]]:
+        return self.pool.submit(_process_chunk, self.work.process, chunk)
+
+    def _limit(self, units: int) -> float | None:
+        t = self.work.unit_timeout_s
+        return None if t is None or self.work.isolate is None else t * units + self.start_s
+
+    def collect(self, pending: deque[tuple[Sequence[U], Future[list[R]]]]) -> list[R]:
+        """The oldest pending chunk's results; after a process death or a hang, the chunk rerun unit by
+        unit in fresh processes, then the other pending chunks resubmitted (their pool is gone)."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+        from concurrent.futures.process import BrokenProcessPool
+
+        chunk, fut = pending.popleft()
+        try:
+            return fut.result(timeout=self._limit(len(chunk)))
+        except (BrokenProcessPool, FutureTimeout):
+            if self.work.isolate is None:
+                raise
+        self._restart()
+        out: list[R] = []
+        for unit in chunk:
+            out += self._one(unit)
+        for i, (c, _) in enumerate(pending):
+            pending[i] = (c, self.submit(c))
+        return out
+
+    def _one(self, unit: U) -> list[R]:
+        from concurrent.futures import TimeoutError as FutureTimeout
+        from concurrent.futures.process import BrokenProcessPool
+
+        assert self.work.isolate is not None
+        fut = self.submit([unit])
+        try:
+            return fut.result(timeout=self._limit(1))
+        except BrokenProcessPool:
+            reason = "its worker process died (a crash in native code or out of memory)"
+        except FutureTimeout:
+            reason = f"timed out after {self.work.unit_timeout_s:g} s (its worker process was stopped)"
+        self._restart()
+        return self.work.isolate(unit, reason)
+
+    def _restart(self) -> None:
+        """Kill the pool's processes (a hung one never returns) and start a new pool."""
+        for proc in list(getattr(self.pool, "_processes", {}).values()):
+            with suppress(Exception):
+                proc.kill()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.pool = self._new_pool()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def usable_cpus() -> int:

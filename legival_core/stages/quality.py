@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from legival_core.embed import embedding_key, sentence_hash
@@ -50,6 +50,7 @@ from legival_core.stages.quality_computers import (
     Row,
     group_defs,
     load_computer,
+    row,
     unavailable_rows,
 )
 from legival_core.store import Store, writes
@@ -142,6 +143,17 @@ class ScoreChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class FailedUnit:
+    """`Work.isolate`: 'error' rows, with the reason, for a trace whose process died or hung."""
+
+    group: Group
+
+    def __call__(self, unit: QualityUnit, reason: str) -> list[QualityBatch]:
+        rows = tuple(row(unit.trace_id, m, self.group, None, "error", {"reason": reason}) for m in self.group.metrics)
+        return [QualityBatch((unit.trace_id,), rows)]
+
+
+@dataclass(frozen=True, slots=True)
 class QualityStage:
     """One metric group (`METRIC_GROUPS`) for the traces that have no usable row of it."""
 
@@ -181,7 +193,10 @@ class QualityStage:
             # Z3 holds the GIL and the stage is CPU-bound: on every core (a caller's executor, a Ray
             # pool on a cluster, is kept as given)
             executor = ProcessExecutor(self.config.z3_workers)
-        for batch in executor.run(Work(LoadGroup(g, self.config), ScoreChunk(g), self.config.chunk), units):
+        work = Work(LoadGroup(g, self.config), ScoreChunk(g), self.config.chunk)
+        if self.group == "z3":  # one IR that kills or hangs its process costs that trace only
+            work = replace(work, isolate=FailedUnit(g), unit_timeout_s=self.config.z3_trace_timeout_s)
+        for batch in executor.run(work, units):
             elapsed = time.perf_counter() - t0
             yield [QualityBatch(b.trace_ids, b.rows, b.unavailable, elapsed, b.embeddings) for b in batch]
 

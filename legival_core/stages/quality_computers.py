@@ -95,6 +95,10 @@ class QualityConfig:
     z3_workers: int | None = None
     """Processes the Z3 group runs on (`ProcessExecutor`; None: every CPU, 1: in process). Not in any
     key: the rows are the same (tested)."""
+    z3_trace_timeout_s: float = 60.0
+    """Wall-clock limit per trace (IR extraction and every check) on the process pool: a trace that
+    runs longer, or whose process dies, gets 'error' rows with the reason and the rest of its chunk is
+    computed (`Work.isolate`). Not in any key (only a hung trace's rows depend on it)."""
     chunk: int = 200
     """Traces per chunk: the commit unit (a crash loses at most one chunk)."""
 

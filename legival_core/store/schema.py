@@ -76,6 +76,15 @@ CREATE TABLE IF NOT EXISTS monitor_results (
 CREATE TABLE IF NOT EXISTS judge_batches (
     batch_name VARCHAR PRIMARY KEY, judge_key VARCHAR NOT NULL, trace_ids VARCHAR NOT NULL,
     state VARCHAR NOT NULL, submitted_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY, seq INTEGER NOT NULL, spec_name VARCHAR NOT NULL, spec_hash VARCHAR NOT NULL,
+    spec_path VARCHAR, teachers VARCHAR, started_at TIMESTAMP NOT NULL, ended_at TIMESTAMP NOT NULL,
+    flow_run_id VARCHAR, ui_url VARCHAR, counts VARCHAR NOT NULL, versions VARCHAR NOT NULL,
+    inputs VARCHAR NOT NULL, n_resamples INTEGER NOT NULL, seed INTEGER);
+CREATE TABLE IF NOT EXISTS run_metrics (
+    run_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL, metric VARCHAR NOT NULL,
+    value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, rank DOUBLE, samples BLOB,
+    PRIMARY KEY (run_id, teacher, dataset, metric));
 """
 
 TABLES = frozenset({
@@ -94,4 +103,8 @@ TABLES = frozenset({
     "judge_batches",
     "generations",
     "monitor_results",
+    "runs",
+    "run_metrics",
 })
+RUN_TABLES = frozenset({"runs", "run_metrics"})
+"""The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

@@ -95,6 +95,12 @@ def test_one_schema_whatever_stages_ran(ingested: Path, tmp_path: Path) -> None:
     db = copy_of(ingested, tmp_path)
     bare = tmp_path / "bare"
     legival("report", "--db", str(db), "--out", str(bare), "--resamples", "0")
+    # before any stage: the transfer numbers are "not run" (not "too few traces": without steps the
+    # store cannot know the transfer traces), in coverage.csv and in rank_by_student.csv
+    for name in ("coverage.csv", "rank_by_student.csv"):
+        fotu = [c for c in rows(bare / name) if c["metric"] == "fotu"]
+        assert fotu and all(c["status"] == "not run" and "legival transfer --db DB" in c["detail"] for c in fotu), name
+    assert header(bare / "diff.csv")[:3] == ["from_run", "to_run", "teacher"] and not rows(bare / "diff.csv")
     legival("efficiency", "--db", str(db))
     legival("transfer", "--db", str(db), "--backend", "scripted-demo", "--model", "scripted-demo-v1", "--limit", "2",
             "--max-new-tokens", "24")

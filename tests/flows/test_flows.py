@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from tests.flows._orchestration import prefect_harness, ray_down, table_snapshot, write_spec  # noqa: F401
@@ -22,7 +23,7 @@ def _rollouts_by_teacher(db: Path) -> dict[str, int]:
         con.close()
 
 
-def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
+def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Path) -> None:
     from flows.benchmark import benchmark
 
     spec = write_spec(tmp_path, ["gpt-oss-20b", "qwen3-4b"], engines=2)
@@ -47,14 +48,30 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
                                        "prompt_tokens": {"planned": 0, "actual": 0}}
     assert table_snapshot(tmp_path / "store.duckdb") == before
 
+    # run records: the second run reported exactly what the first did (issue 17)
+    assert (first["run_seq"], again["run_seq"]) == (1, 2)
+    assert first["changes"].startswith("changes since the last run: none to show (needs two recorded runs")
+    assert again["changes"].startswith(f"run #1 {first['run_id']} -> #2 {again['run_id']}: 0 changed values/ranks")
+    assert pl.read_csv(tmp_path / "report" / "diff.csv").height == 0
+
     per_teacher = _rollouts_by_teacher(tmp_path / "store.duckdb")
-    spec = write_spec(tmp_path, ["gpt-oss-20b", "qwen3-4b", "r1-qwen-7b"], engines=2)
+    from typer.testing import CliRunner
+
+    from legival.cli import app
+    from tests.flows._orchestration import MODELS
+
+    cli = CliRunner().invoke(app, ["add-teacher", "r1-qwen-7b", "--traces", str(tmp_path / "traces.jsonl"),
+                                   "--select", MODELS["r1-qwen-7b"], "--spec", str(spec),
+                                   "--prefect-file", str(tmp_path / "prefect.yaml")])
+    assert cli.exit_code == 0, cli.output
     added = benchmark(spec=str(spec))
     after = _rollouts_by_teacher(tmp_path / "store.duckdb")
     assert {k: after[k] for k in per_teacher} == per_teacher  # old teachers: nothing new
     assert added["rollouts_generated"] == after["r1-qwen-7b"] > 0
     assert added["rollouts_cached"] == first["rollouts_total"]
     assert added["plan_vs_actual"]["rollouts"]["planned"] == added["rollouts_generated"]
+    _check_added_teacher_diff(tmp_path, added)
+
 
     # Each run has its own artifacts: the overall progress (done) and the shards' (a rerun in the
     # same process creates new ones instead of updating the first run's).
@@ -68,6 +85,53 @@ def test_benchmark_flow_then_cached_then_added_teacher(tmp_path: Path) -> None:
     assert len(by_key[shard_key]) == 3 and len({a.flow_run_id for a in by_key[shard_key]}) == 3
     latest = max(by_key["ranking-legival"], key=lambda a: a.created)
     assert "| r1-qwen-7b |" in str(latest.data) and "| teacher | accuracy" in str(latest.data)
+
+    # efficiency.tau changed: only redundancy is recomputed, and the diff says why for every teacher
+    spec = write_spec(tmp_path, ["gpt-oss-20b", "qwen3-4b", "r1-qwen-7b"], engines=2, efficiency={"tau": 0.5})
+    retau = benchmark(spec=str(spec))
+    eff = retau["efficiency"]
+    assert eff["redundancy_rows"] == 12 and eff["length_rows"] == 0 and eff["encoded_sentences"] == 0
+    assert retau["rollouts_generated"] == 0 and retau["new_traces"] == 0 and retau["engines_loaded"] == 0
+    d = pl.read_csv(tmp_path / "report" / "diff.csv")
+    values = d.filter(pl.col("change") == "changed")
+    assert set(values["metric"]) == {"redundancy"}
+    assert set(values.filter(pl.col("dataset") == "all")["teacher"]) == {"gpt-oss-20b", "qwen3-4b", "r1-qwen-7b"}
+    assert set(d["cause"]) <= {"parameters changed: redundancy (tau 0.8 -> 0.5)", "other teachers' values changed"}
+
+
+def _check_added_teacher_diff(tmp_path: Path, added: dict) -> None:
+    """After add-teacher: the run's diff (diff.csv, `legival diff`, the dashboard, the artifact) lists
+    the new teacher and the rank changes it caused, with that as their cause."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    assert "teachers added: r1-qwen-7b" in added["changes"]
+    d = pl.read_csv(tmp_path / "report" / "diff.csv")
+    assert d.filter(pl.col("change") == "teacher added")["teacher"].to_list() == ["r1-qwen-7b"]
+    moved = d.filter(pl.col("change") != "teacher added")
+    assert moved.height > 0 and set(moved["cause"]) == {"teachers added: r1-qwen-7b"}
+    assert set(moved["teacher"]) <= {"gpt-oss-20b", "qwen3-4b"}
+    ranks = moved.filter(pl.col("change") == "rank")
+    assert ranks.height > 0 and (ranks["rank_old"] != ranks["rank_new"]).all()
+    # the old teachers' own values stay; only the length normalised by the mean over teachers moves
+    assert set(moved.filter(pl.col("change") == "changed")["metric"]) <= {"token_len_norm"}
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert 'id="changes"' in page and "teachers added: r1-qwen-7b" in page
+    p = subprocess.run([sys.executable, "-m", "legival", "diff", "--db", str(tmp_path / "store.duckdb")],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.splitlines()[-1])
+    assert summary["teachers_added"] == ["r1-qwen-7b"] and summary["changes"] == moved.height
+    runs = subprocess.run([sys.executable, "-m", "legival", "runs", "--db", str(tmp_path / "store.duckdb")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    rows = json.loads(runs.stdout.splitlines()[-1])["runs"]
+    assert [r["seq"] for r in rows] == [1, 2, 3] and all(r["flow_run_id"] for r in rows)
+    assert rows[2]["new_traces"] == 4 and rows[1]["rollouts_generated"] == 0
+    art = max(_artifacts(["changes-legival"])["changes-legival"], key=lambda a: a.created)
+    assert "r1-qwen-7b" in str(art.data) and "# Changes since the last run" in str(art.data)
 
 
 def _artifacts(keys: list[str]) -> dict[str, list]:

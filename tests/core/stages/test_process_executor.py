@@ -1,0 +1,44 @@
+"""`ProcessExecutor` when a unit kills or hangs its process (issue 16): with `Work.isolate` the rest of
+the chunk and every other chunk are computed, in order, and only that unit gets the failure results;
+without it the run stops. Real spawned processes, a real `os._exit` and a real hang."""
+
+from __future__ import annotations
+
+import pytest
+
+from legival_core.stages.base import ProcessExecutor, Work
+from tests.core.stages import _process_units as pu
+
+
+def _run(units: list[str], **kw: object) -> list[list[str]]:
+    work = Work(pu.setup, pu.process, chunk_size=2, **kw)  # type: ignore[arg-type]
+    return list(ProcessExecutor(2, start_s=15).run(work, units))
+
+
+def test_a_dying_and_a_hanging_unit_fail_alone() -> None:
+    got = _run(["a", "b", "c", "die", "e", "f", "hang", "h", "i"], isolate=pu.isolate, unit_timeout_s=1.0)
+    flat = [r for chunk in got for r in chunk]
+    assert got[0] == ["A", "B"] and got[2] == ["E", "F"] and got[4] == ["I"]  # chunks in order
+    assert flat[2] == "C" and flat[7] == "H"  # the failing unit's chunk mates are computed
+    assert flat[3].startswith("failed die: its worker process died")
+    assert flat[6] == "failed hang: timed out after 1 s (its worker process was stopped)"
+    assert len(flat) == 9
+
+
+def test_without_isolate_a_dying_unit_stops_the_run() -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
+    with pytest.raises(BrokenProcessPool):
+        _run(["a", "b", "die", "d", "e"])
+
+
+def test_the_z3_stage_isolates_its_traces() -> None:
+    """The Z3 group's work carries the isolation (error rows with the reason, every Z3 metric)."""
+    from legival_core.stages.quality import FailedUnit, QualityBatch
+    from legival_core.stages.quality_computers import QualityConfig, QualityUnit, group_defs
+
+    g = group_defs(QualityConfig())["z3"]
+    (batch,) = FailedUnit(g)(QualityUnit("t1", "gsm8k", "1 + 1 = 2", "", "q"), "timed out after 60 s")
+    assert isinstance(batch, QualityBatch) and batch.trace_ids == ("t1",)
+    assert [(r["metric"], r["status"], r["value"]) for r in batch.rows] == [(m, "error", None) for m in g.metrics]
+    assert all("timed out after 60 s" in r["detail"] for r in batch.rows)
