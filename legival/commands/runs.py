@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from legival.app import DbOption, app, open_store
-from legival.console import emit_summary, fail, out_console
+from legival.console import emit_summary, err_console, fail, out_console
 
 
 @app.command()
@@ -57,7 +57,14 @@ def diff(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows printed (every row goes to --out).")] = 30,
 ) -> None:
     """What changed between two recorded runs: values, deltas against the bootstrap noise, ranks, causes."""
-    from legival_core.reports.diff import RunNotFound, changes, headline, parse_fail_on, regressions
+    from legival_core.reports.diff import (
+        RunNotFound,
+        changes,
+        headline,
+        parse_fail_on,
+        regressions,
+        unmatched_rules,
+    )
 
     t0 = time.perf_counter()
     try:
@@ -86,12 +93,16 @@ def diff(
     bad = regressions(frame, rules)
     for line in bad:
         out_console.print(f"regression: {line}", markup=False, highlight=False, soft_wrap=True)
+    unmatched = unmatched_rules(ch, rules) if ch.old is not None else []
+    for metric in unmatched:
+        err_console.print(f"warning: --fail-on {metric}: no teacher has a value in the newer run; it gates nothing",
+                          markup=False, highlight=False, soft_wrap=True)
     summary: dict[str, Any] = {
         "command": "diff", "db": str(db), "from": ch.old.run_id if ch.old else None,
         "to": ch.new.run_id if ch.new else None, "changes": frame.filter(~frame["change"].str.starts_with("teacher")).height,
         "outside_ci": frame.filter(frame["outside_ci"].fill_null(False)).height,
         "teachers_added": ch.teachers_added, "teachers_removed": ch.teachers_removed,
-        "regressions": bad, "note": ch.note, "out": str(out) if out else None,
+        "regressions": bad, "fail_on_unmatched": unmatched, "note": ch.note, "out": str(out) if out else None,
         "wall_s": round(time.perf_counter() - t0, 3),
     }
     emit_summary(summary)

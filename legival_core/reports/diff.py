@@ -15,6 +15,7 @@ identical runs give an empty diff.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ REL_TOL = 1e-12
 
 
 class RunNotFound(ValueError):
-    """A `--from`/`--to` that names no stored run; the message lists what exists."""
+    """A `--from`/`--to` that names no stored run (the message lists what exists), or a `--from` not
+    older than `--to`."""
 
 
 def diff_schema() -> dict[str, Any]:
@@ -125,6 +127,9 @@ def changes(store: Store, from_ref: str | None = None, to_ref: str | None = None
                 + ("; `legival run` records one per run" if not rows else "")
                 if not from_ref and not to_ref else "no earlier run to compare with")
         return Changes(empty, None, load_snapshot(store, new_row) if new_row else None, len(rows), note)
+    if old_row["seq"] >= new_row["seq"]:
+        raise RunNotFound(f"--from must name an older run than --to: #{old_row['seq']} {old_row['run_id']} is not "
+                          f"older than #{new_row['seq']} {new_row['run_id']}")
     old, new = load_snapshot(store, old_row), load_snapshot(store, new_row)
     return Changes(diff_runs(old, new), old, new, len(rows))
 
@@ -355,16 +360,31 @@ def parse_fail_on(text: str) -> FailRule:
 
 
 def regressions(frame: pl.DataFrame, rules: list[FailRule]) -> list[str]:
-    """One line per teacher-level value that got worse than a rule allows."""
+    """One line per teacher-level value that got worse than a rule allows, or that was computed
+    before and is missing now (a gate must not pass because a number vanished)."""
     out = []
     for rule in rules:
-        rows = frame.filter((frame["dataset"] == ALL) & (frame["metric"] == rule.metric) & frame["delta"].is_not_null())
+        rows = frame.filter((frame["dataset"] == ALL) & (frame["metric"] == rule.metric))
         for r in rows.iter_rows(named=True):
+            if r["change"] == "missing" and r["old"] is not None:
+                out.append(f"{r['teacher']}: {rule.metric} {r['old']:.4g} -> missing (no value in the newer run)")
+                continue
+            if r["delta"] is None:
+                continue
             worse = -r["delta"] if rule.direction == "higher" else r["delta"]
             if worse > rule.delta:
                 out.append(f"{r['teacher']}: {rule.metric} {r['old']:.4g} -> {r['new']:.4g} "
                            f"(worse by {worse:.4g} > {rule.delta:g})")
     return out
+
+
+def unmatched_rules(ch: Changes, rules: list[FailRule]) -> list[str]:
+    """The rules whose metric has no teacher-level value in the newer run (a gate that checks nothing)."""
+    if ch.new is None:
+        return [r.metric for r in rules]
+    m = ch.new.metrics
+    have = set(m.filter((m["dataset"] == ALL) & m["value"].is_not_null())["metric"].to_list())
+    return [r.metric for r in rules if r.metric not in have]
 
 
 # --- text views -----------------------------------------------------------------------------------------
@@ -407,4 +427,4 @@ def _md(v: Any) -> str:
         return "yes" if v else "no"
     if isinstance(v, float):
         return f"{v:.4g}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return html.escape(str(v)).replace("|", "\\|").replace("\n", " ")

@@ -135,6 +135,8 @@ def snapshot(data: ReportData) -> pl.DataFrame:
     td = data.aggregates.by_dataset
     for m in reported_metrics(td):
         for r in td.iter_rows(named=True):
+            if r["dataset"] == ALL:
+                raise ValueError(f"a dataset named {ALL!r} cannot be recorded: it is the teacher level of a run record")
             arr = boot.dataset_samples.get(r["dataset"], {}).get(m.name) if boot is not None else None
             blob = samples_of(arr, r["teacher"])
             lo = hi = None
@@ -181,7 +183,8 @@ def producer_versions(store: Store, data: ReportData) -> dict[str, Any]:
                                strict=True))
     out["judge"] = run_reads.judge_keys(store)
     out["monitor"] = run_reads.monitor_supervisors(store)
-    out["report"] = {"n_bins": data.config.n_bins, "resamples": data.config.resamples, "seed": data.config.seed}
+    out["bins"] = {"n_bins": data.config.n_bins}
+    out["bootstrap"] = {"resamples": data.config.resamples, "seed": data.config.seed}  # intervals only: no value depends on it
     return out
 
 
@@ -206,10 +209,10 @@ def dependencies(metric: str, versions: dict[str, Any]) -> list[str]:
         return []
     if info.source == "trace" and info.stored is not None:
         return [f"metric:{info.stored.name}", *(["judge"] if info.stored.judged else [])]
-    if info.source in ("derived", "grades"):
-        return ["graders", *efficiency]
+    if info.source in ("derived", "grades"):  # from grades, and from the stored metric it is named after
+        return ["graders", *[k for k in efficiency if metric.startswith(k.removeprefix("metric:") + "_")]]
     if info.source == "transfer":
-        return ["students", "graders", "report"]
+        return ["students", "graders", "bins"]
     if info.source == "monitor":
         return ["monitor"]
     if info.source == "rewards":

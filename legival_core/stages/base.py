@@ -148,10 +148,10 @@ class ProcessExecutor:
         size = max(1, work.chunk_size)
         chunks = [units[i : i + size] for i in range(0, len(units), size)]
         n = min(self.workers, len(chunks))
-        if n <= 1:
+        if not chunks or (n <= 1 and work.isolate is None):  # isolation needs a process, even for one chunk
             yield from InProcessExecutor().run(work, units)
             return
-        runner = _ProcessRunner(work, n, self.start_s)
+        runner = _ProcessRunner(work, max(1, n), self.start_s)
         try:
             pending: deque[tuple[Sequence[U], Future[list[R]]]] = deque()
             for chunk in chunks:
@@ -160,12 +160,16 @@ class ProcessExecutor:
                     yield runner.collect(pending)
             while pending:
                 yield runner.collect(pending)
-        finally:  # a failed commit (or chunk) stops the run: queued chunks are dropped, not computed
-            runner.close()
+        except BaseException:  # a failed commit or chunk, a closed generator: queued chunks are dropped,
+            runner.abort()     # and running ones stopped (a hung one would never return)
+            raise
+        runner.close()
 
 
 WORKER_START_S = 60.0
 """`ProcessExecutor.start_s` by default."""
+MAX_FAILED_IN_A_ROW = 3
+"""Units failing alone one after the other: past this, the workers themselves are broken and the run stops."""
 
 
 class _ProcessRunner(Generic[U, R]):
@@ -173,6 +177,7 @@ class _ProcessRunner(Generic[U, R]):
 
     def __init__(self, work: Work[Any, U, R], n: int, start_s: float) -> None:
         self.work, self.n, self.start_s = work, n, start_s
+        self.failed_in_a_row = 0
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
@@ -183,7 +188,17 @@ class _ProcessRunner(Generic[U, R]):
                                    initializer=_start_process_worker, initargs=(self.work.setup,))
 
     def submit(self, chunk: Sequence[U]) -> Future[list[R]]:
-        return self.pool.submit(_process_chunk, self.work.process, chunk)
+        """The chunk's future; on a pool that broke meanwhile, a future holding that error, which
+        `collect` handles like any other process death."""
+        from concurrent.futures import Future
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            return self.pool.submit(_process_chunk, self.work.process, chunk)
+        except BrokenProcessPool as e:
+            fut: Future[list[R]] = Future()
+            fut.set_exception(e)
+            return fut
 
     def _limit(self, units: int) -> float | None:
         t = self.work.unit_timeout_s
@@ -216,24 +231,40 @@ class _ProcessRunner(Generic[U, R]):
         assert self.work.isolate is not None
         fut = self.submit([unit])
         try:
-            return fut.result(timeout=self._limit(1))
+            result = fut.result(timeout=self._limit(1))
         except BrokenProcessPool:
             reason = "its worker process died (a crash in native code or out of memory)"
         except FutureTimeout:
             reason = f"timed out after {self.work.unit_timeout_s:g} s (its worker process was stopped)"
+        else:
+            self.failed_in_a_row = 0
+            return result
+        self.failed_in_a_row += 1
+        if self.failed_in_a_row >= MAX_FAILED_IN_A_ROW:
+            # not one bad unit: the workers cannot start (setup fails) or the machine kills them all
+            raise RuntimeError(f"{MAX_FAILED_IN_A_ROW} units in a row failed alone ({reason}): the worker "
+                               "processes cannot run; nothing was stored for these units")
         self._restart()
         return self.work.isolate(unit, reason)
 
     def _restart(self) -> None:
         """Kill the pool's processes (a hung one never returns) and start a new pool."""
-        for proc in list(getattr(self.pool, "_processes", {}).values()):
-            with suppress(Exception):
-                proc.kill()
+        self._kill()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.pool = self._new_pool()
 
+    def _kill(self) -> None:
+        for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
+            with suppress(Exception):
+                proc.kill()
+
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def abort(self) -> None:
+        """Stop now: queued chunks dropped, running processes killed (`close` would wait for them)."""
+        self._kill()
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 def usable_cpus() -> int:

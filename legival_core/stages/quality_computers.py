@@ -10,7 +10,7 @@ into `trace_metrics` rows without touching the store, so it can run in any proce
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from legival_core.catalog import MPNET, SMOLLM2, canonical_model
@@ -201,7 +201,7 @@ def _clarity(g: Group, cfg: QualityConfig) -> Computer:
         rows: list[Row] = []
         for u in units:
             s = clarity(u.reasoning, cfg.clarity_reference, cfg.ss_anchor)
-            raw = {"fre": round(s.raw.fre, 4), "ss_complexity": round(s.raw.ss_complexity, 4)}
+            raw = {f.name: round(getattr(s.raw, f.name), 4) for f in fields(s.raw)}  # traces.parquet's clarity_raw_*
             for metric, v in (("clarity_clx", s.clx), ("clarity_rd", s.rd), ("clarity_se", s.se),
                               ("clarity_dc", s.dc), ("clarity_ss", s.ss_lite)):
                 rows.append(row(u.trace_id, metric, g, v, detail=raw if metric == "clarity_clx" else None))

@@ -26,8 +26,8 @@ RUN_COLUMNS = ("run_id", "seq", "spec_name", "spec_hash", "spec_path", "teachers
 
 def _have_run_tables(store: Store) -> bool:
     """A store written before run records has no run tables until a writer opens it (read-only: none)."""
-    n = store._run("SELECT count(*) FROM information_schema.tables WHERE table_name IN ('runs', 'run_metrics') "
-                   "AND table_schema = 'main'")[0][0]
+    n = store._run("SELECT count(DISTINCT table_name) FROM information_schema.tables WHERE table_name IN "
+                   "('runs', 'run_metrics') AND table_schema = 'main' AND table_catalog = current_database()")[0][0]
     return int(n) == 2
 
 

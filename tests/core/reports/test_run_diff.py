@@ -130,6 +130,35 @@ def test_fail_on_parses_and_respects_the_direction() -> None:
     assert regressions(frame, [parse_fail_on("fotu:0.05")]) == ["a: fotu 0.3 -> 0.24 (worse by 0.06 > 0.05)"]
     assert regressions(frame, [parse_fail_on("fotu:0.07")]) == []  # the per-dataset row does not gate
     assert regressions(frame, [parse_fail_on("redundancy:0.01")]) == []  # lower redundancy is better
+    vanished = diff_runs(_snap("r1", 1, [{"teacher": "a", "dataset": "all", "metric": "fotu", "value": 0.3}]),
+                         _snap("r2", 2, [{"teacher": "a", "dataset": "all", "metric": "fotu", "value": None}]))
+    assert regressions(vanished, [parse_fail_on("fotu:0.5")]) == ["a: fotu 0.3 -> missing (no value in the newer run)"]
+
+
+def test_causes_follow_each_metrics_own_inputs() -> None:
+    from legival_core.reports.runs import dependencies
+
+    versions = {"metric:token_len": {}, "metric:step_len": {}, "metric:redundancy": {}, "metric:backtracking": {},
+                "metric:clarity_clx": {}, "metric:cohesion": {}, "metric:rm:skywork": {}, "students": {}, "graders": {},
+                "bins": {}, "bootstrap": {}, "judge": [], "monitor": []}
+    assert dependencies("accuracy", versions) == ["graders"]
+    assert dependencies("token_len_norm", versions) == ["graders", "metric:token_len"]
+    assert dependencies("token_len_median", versions) == ["metric:token_len"]
+    assert dependencies("backtracking", versions) == ["metric:backtracking", "judge"]
+    assert dependencies("fotu", versions) == ["students", "graders", "bins"]
+    assert dependencies("cohesion", versions) == ["metric:cohesion"]
+    assert set(dependencies("global_index", versions)) == {"metric:clarity_clx", "metric:cohesion"}
+    assert dependencies("monitor_f1", versions) == ["monitor"]
+
+
+def test_markdown_artifact_escapes_trace_controlled_names() -> None:
+    from legival_core.reports.diff import Changes, diff_markdown
+
+    bad = "<img src=x onerror=alert(1)>|t"
+    d = diff_runs(_snap("r1", 1, [{"teacher": bad, "dataset": "all", "metric": "fotu", "value": 0.3}]),
+                  _snap("r2", 2, [{"teacher": bad, "dataset": "all", "metric": "fotu", "value": 0.2}]))
+    md = diff_markdown(Changes(d, _snap("r1", 1, []), _snap("r2", 2, []), 2))
+    assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;\\|t" in md
 
 
 def test_resolve_run_by_id_prefix_and_number() -> None:
@@ -262,13 +291,22 @@ def test_diff_command_gates_on_a_constructed_regression(tmp_path: Path) -> None:
     summary = json.loads(bad.stdout.splitlines()[-1])
     assert summary["regressions"] == ["t1: fotu 0.4 -> 0.3 (worse by 0.1 > 0.05)"]
     assert "regression: t1: fotu" in bad.stdout and pl.read_csv(tmp_path / "d.csv").height == 1
-    better = _cli("diff", "--db", str(db), "--from", "r-worse", "--to", "r-base", "--fail-on", "fotu:0.05")
+    once = _cli("diff", "--db", str(db), "--from", "r-base", "--to", "r-same", "--fail-on", "fotu:0.05")
+    assert once.returncode == 0 and json.loads(once.stdout.splitlines()[-1])["changes"] == 0
+    run("r-better", 0.45)
+    better = _cli("diff", "--db", str(db), "--fail-on", "fotu:0.05")
     assert better.returncode == 0 and json.loads(better.stdout.splitlines()[-1])["changes"] == 1
     wrong = _cli("diff", "--db", str(db), "--from", "nope")
     assert wrong.returncode == 2 and "error: no run 'nope'" in wrong.stderr and "Traceback" not in wrong.stderr
+    backwards = _cli("diff", "--db", str(db), "--from", "4", "--to", "1")
+    assert backwards.returncode == 2 and "--from must name an older run than --to" in backwards.stderr
+    nothing = _cli("diff", "--db", str(db), "--fail-on", "sotu:0.1")
+    assert nothing.returncode == 0 and "warning: --fail-on sotu: no teacher has a value" in nothing.stderr
+    assert json.loads(nothing.stdout.splitlines()[-1])["fail_on_unmatched"] == ["sotu"]
     listing = _cli("runs", "--db", str(db))
     assert listing.returncode == 0
-    assert [r["run_id"] for r in json.loads(listing.stdout.splitlines()[-1])["runs"]] == ["r-base", "r-same", "r-worse"]
+    assert [r["run_id"] for r in json.loads(listing.stdout.splitlines()[-1])["runs"]] == [
+        "r-base", "r-same", "r-worse", "r-better"]
 
 
 def test_a_store_without_runs_says_so(tmp_path: Path) -> None:

@@ -27,3 +27,7 @@ def process(_worker: None, units: Sequence[str]) -> list[str]:
 
 def isolate(unit: str, reason: str) -> list[str]:
     return [f"failed {unit}: {reason}"]
+
+
+def broken_setup() -> None:
+    raise ImportError("the worker's library is missing")

@@ -25,6 +25,18 @@ def test_a_dying_and_a_hanging_unit_fail_alone() -> None:
     assert len(flat) == 9
 
 
+def test_one_chunk_is_isolated_too() -> None:
+    """Isolation needs a process even when there is one chunk (a rerun of just the bad trace)."""
+    got = _run(["a", "die"], isolate=pu.isolate)
+    assert got[0][0] == "A" and got[0][1].startswith("failed die: its worker process died") and len(got) == 1
+
+
+def test_workers_that_cannot_start_stop_the_run_instead_of_failing_every_unit() -> None:
+    work = Work(pu.broken_setup, pu.process, chunk_size=2, isolate=pu.isolate)
+    with pytest.raises(RuntimeError, match="3 units in a row failed alone"):
+        list(ProcessExecutor(2, start_s=15).run(work, ["a", "b", "c", "d"]))
+
+
 def test_without_isolate_a_dying_unit_stops_the_run() -> None:
     from concurrent.futures.process import BrokenProcessPool
 

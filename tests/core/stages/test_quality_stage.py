@@ -53,10 +53,13 @@ def test_second_run_computes_nothing(small: Store) -> None:
 
 def test_stored_values_equal_the_pure_functions(small: Store) -> None:
     compute_quality(small, ["clarity_clx", "z3_acs"])
-    _, text, value = _one(small,
-        "SELECT t.trace_id, t.reasoning, x.value FROM trace_metrics x JOIN traces t USING (trace_id) "
+    _, text, value, detail = _one(small,
+        "SELECT t.trace_id, t.reasoning, x.value, x.detail FROM trace_metrics x JOIN traces t USING (trace_id) "
         "WHERE x.metric = 'clarity_clx' ORDER BY t.trace_id LIMIT 1")
     assert value == pytest.approx(clarity(text).clx)
+    raw = clarity(text).raw  # every raw feature travels in the detail (traces.parquet's clarity_raw_*)
+    assert json.loads(detail) == pytest.approx({"fre": raw.fre, "se": raw.se, "dc": raw.dc,
+                                                "ss_complexity": raw.ss_complexity}, abs=1e-4)
     params = json.loads(_one(small, "SELECT params FROM trace_metrics WHERE metric = 'clarity_rd' LIMIT 1")[0])
     assert params["reference"]["ref_id"] == "gsm8k-5teachers-v1" and "fre_p95" in params["reference"]
     statuses = {r[0] for r in rows(small, "SELECT status FROM trace_metrics WHERE metric = 'z3_acs'")}
