@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from legival_core.backends.base import BackendInfo, ChatMessage, Completion, FinishReason, GenerationRequest
-from legival_core.backends.prompt_format import render_chat_with
+from legival_core.backends.prompt_format import render_chat_with, turn_end
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.backends.vllm_backend import (
     overflow_completion,
@@ -164,6 +164,8 @@ class OpenAICompatBackend:
         if self.seed is not None:
             payload["seed"] = self.seed
         payload |= sampling_fields(request.sampling, http=True)  # its seed, when sampling, is the request's own
+        if (end := turn_end(self._tokenizer)) is not None:  # a base model's end of turn, cut as embedded does
+            payload["stop"] = [end]
         if request.repetition_penalty != 1.0:  # not in the OpenAI API; vLLM's server takes it as an extra
             payload["repetition_penalty"] = request.repetition_penalty
         if self.vllm_extensions:

@@ -25,7 +25,7 @@ from legival_core.backends.base import (
     GenerationRequest,
     Sampling,
 )
-from legival_core.backends.prompt_format import render_chat_with
+from legival_core.backends.prompt_format import render_chat_with, turn_end
 from legival_core.backends.stop_rules import cut_at_rule
 from legival_core.catalog import SMOLLM2
 
@@ -139,6 +139,8 @@ class VllmBackend:
         engine_args.update(options.engine_kwargs)
         self._llm = LLM(**engine_args)
         self._tokenizer = self._llm.get_tokenizer()
+        self._stop = [end] if (end := turn_end(self._tokenizer)) else []
+        """A base model's end of turn (`prompt_format.PLAIN_TURN_END`), cut as the embedded backend cuts it."""
         self.model_id: str = options.resolved_model_id()
         self.context_length: int = int(self._llm.llm_engine.model_config.max_model_len)
 
@@ -178,6 +180,7 @@ class VllmBackend:
                     max_tokens=max_tokens,
                     skip_special_tokens=True,
                     repetition_penalty=requests[i].repetition_penalty,
+                    stop=self._stop or None,
                     **sampling_fields(requests[i].sampling),
                 )
             )

