@@ -20,9 +20,9 @@ from legival_core.backends.shipped import (
     ShippedModel,
     export_path,
     is_complete_export,
-    safetensors_dir,
     shipped_model,
     smollm2_gguf_path,
+    tokenizer_dir,
 )
 from legival_core.catalog import SMOLLM2
 
@@ -51,18 +51,18 @@ def local_tokenizer(model: str, options: Mapping[str, Any] | None = None) -> tup
 
 def _shipped_tokenizer(shipped: ShippedModel) -> tuple[Any | None, str]:
     """The exported directory's tokenizer; else SmolLM2's tokenizer read from its GGUF (no weights
-    loaded). A model whose package ships chunks (Gemma) is exported first: its tokenizer differs
-    from the GGUF's (no chat template)."""
+    loaded); else (a base model such as Gemma, whose tokenizer is saved without the GGUF's chat
+    template) its tokenizer alone, read from the GGUF once and cached (`shipped.tokenizer_dir`)."""
     from transformers import AutoTokenizer
 
     exported = export_path(shipped)
-    if not is_complete_export(exported) and shipped.name != SMOLLM2:
-        try:
-            exported = safetensors_dir(shipped)
-        except ModelNotInstalled as e:
-            return None, str(e)
     if is_complete_export(exported):
         return AutoTokenizer.from_pretrained(str(exported)), f"tokenizer of {shipped.name}"
+    if shipped.name != SMOLLM2:
+        try:
+            return AutoTokenizer.from_pretrained(str(tokenizer_dir(shipped))), f"tokenizer of {shipped.name}"
+        except ModelNotInstalled as e:
+            return None, str(e)
     try:
         gguf = smollm2_gguf_path()
     except ModelNotInstalled as e:

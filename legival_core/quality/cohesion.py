@@ -132,6 +132,9 @@ def load_momentum_scorer(model: str = DEFAULT_MOMENTUM) -> Callable[[list[str]],
     clf = load_classifier(str(path))
     if isinstance(clf, Unavailable):
         return clf
+    n_labels = int(getattr(clf.model.config, "num_labels", 1))
+    if n_labels != 1:  # a 2-label export would be scored on its class 0 (often "incoherent"): direction flipped
+        return Unavailable(model, f"expects one coherence logit per text; this model has {n_labels} labels")
 
     def score(texts: list[str]) -> list[float]:
         return [float(row[0]) for row in clf.logits([(t, None) for t in texts])]

@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from legival_core.quality._local import Unavailable, has_module, local_model_dir, missing_model
+from legival_core.quality.informativeness import normalize_math_md as normalize_math_eq
 
 if TYPE_CHECKING:
     import numpy as np
 
 NLI_VERSION = "nli-1"
-FACTCC_VERSION = "factcc-1"
+FACTCC_VERSION = "factcc-2"
+"""factcc-2: the response normalised as [factcc] does (`EQ(..)`), texts stripped; factcc-1 used [nli]'s normaliser."""
 DEFAULT_NLI_MODEL = "MoritzLaurer/DeBERTa-v3-large-mnli-fever-anli-ling-wanli"
 DEFAULT_FACTCC_MODEL = "manueldeprada/FactCC"
 NLI_WINDOW = 3
@@ -198,7 +200,9 @@ def load_factcc(model: str = DEFAULT_FACTCC_MODEL) -> Callable[[str, str], float
         return Unavailable(model, f"cannot tell the factual label from id2label={labels}")
 
     def score(trace: str, response: str) -> float:
-        p = clf.softmax([(trace, normalize_math_md(response))])[0]
+        # [factcc]: both texts stripped, the response through the EQ(..) normaliser of [info] (not the
+        # "EQ" one of [nli])
+        p = clf.softmax([(str(trace or "").strip(), normalize_math_eq(str(response or "").strip()))])[0]
         pf, pn = float(p[fact].max()), float(p[non].max())
         return pf / (pf + pn) if pf + pn > 0 else 0.0
 

@@ -30,7 +30,8 @@ BERTSCORE_VERSION = "bertscore-2"
 """bertscore-2: F1 rescaled with bert-score's baseline ([info]); bertscore-1 stored the raw F1."""
 BERTSCORE_LAYER = 40
 """bert-score's layer for microsoft/deberta-xlarge-mnli (`model2layers`), also the baseline's row."""
-BLEURT_VERSION = "bleurt-1"
+BLEURT_VERSION = "bleurt-2"
+"""bleurt-2: the given checkpoint scores (`load_bleurt`); bleurt-1 went through evaluate, which ignores it."""
 DEFAULT_BERTSCORE_MODEL = "microsoft/deberta-xlarge-mnli"
 DEFAULT_BLEURT_CKPT = "BLEURT-20"
 
@@ -100,18 +101,23 @@ def load_bertscore(model: str = DEFAULT_BERTSCORE_MODEL) -> Scorer | Unavailable
 
 
 def load_bleurt(ckpt: str = DEFAULT_BLEURT_CKPT) -> Scorer | Unavailable:
-    if not has_module("evaluate") or not has_module("bleurt"):
-        return Unavailable(ckpt, "pip install evaluate tensorflow git+https://github.com/google-research/bleurt "
+    """BLEURT from a local checkpoint directory, through `bleurt.score.BleurtScorer` itself. [info]
+    calls ``evaluate.load("bleurt", checkpoint=ckpt)``, but evaluate's BLEURT takes its checkpoint from
+    the config name only (default bleurt-base-128, downloaded) and ignores `checkpoint`; the paper
+    names BLEURT-20, so the checkpoint given here is the one that scores (bleurt-2)."""
+    if not has_module("bleurt"):
+        return Unavailable(ckpt, "pip install tensorflow git+https://github.com/google-research/bleurt "
                                  "and pass a local BLEURT-20 checkpoint directory")
-    if local_model_dir(ckpt) is None:
+    path = local_model_dir(ckpt)
+    if path is None:
         return Unavailable(ckpt, f"BLEURT checkpoint {ckpt!r} is not a local directory")
-    import evaluate
+    from bleurt import score as bleurt_score
 
-    metric = evaluate.load("bleurt", checkpoint=ckpt)
+    scorer = bleurt_score.BleurtScorer(str(path))
 
     def score(cands: list[str], refs: list[str]) -> list[float]:
-        out = metric.compute(predictions=[normalize_math_md(c) for c in cands],
-                             references=[normalize_math_md(r) for r in refs])
-        return [float(x) for x in out["scores"]]
+        out = scorer.score(references=[normalize_math_md(r) for r in refs],
+                           candidates=[normalize_math_md(c) for c in cands])
+        return [float(x) for x in out]
 
     return score

@@ -130,3 +130,42 @@ def test_cohesion_rows_equal_the_paper_formula_on_mpnet_embeddings(store: Store,
         _, (cohesion, band) = expected[text]
         assert value == pytest.approx(cohesion if metric == "cohesion" else band, abs=1e-5)
         assert method == MPNET and json.loads(params)["model"] == MPNET
+
+
+def _tiny_classifier(path: Path, num_labels: int) -> Path:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from tests.core.quality.test_quality_consistency import WORDS, tiny_tokenizer_dir
+
+    d = tiny_tokenizer_dir(path)
+    cfg = BertConfig(  # type: ignore[call-arg]
+        vocab_size=6 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, num_labels=num_labels)
+    torch.manual_seed(0)
+    BertForSequenceClassification(cfg).save_pretrained(str(d))
+    return d
+
+
+def test_momentum_and_cross_encoder_tiny_models_through_the_real_loaders(tmp_path: Path) -> None:
+    """Momentum scores each text by its one coherence logit; the cross-encoder scores (question, trace)
+    with sigmoid(logit) (sentence-transformers' CrossEncoder on a 1-label model, as the authors'
+    script); both equal an independent forward pass. A 2-label export is not a momentum scorer."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    d = _tiny_classifier(tmp_path / "one", 1)
+    tok, ref = AutoTokenizer.from_pretrained(str(d)), BertForSequenceClassification.from_pretrained(str(d))
+    texts = ["a one. b two.", "b two three so the answer is x."]
+    with torch.inference_mode():
+        single = [float(ref(**tok(t, return_tensors="pt")).logits[0, 0]) for t in texts]
+        pair = float(ref(**tok(texts[0], texts[1], return_tensors="pt")).logits[0, 0])
+    momentum = load_momentum_scorer(str(d))
+    assert not isinstance(momentum, Unavailable)
+    assert momentum(texts) == pytest.approx(single, abs=1e-5)
+    cross = load_cross_encoder(str(d))
+    assert not isinstance(cross, Unavailable)
+    assert cross(texts[0], texts[1]) == pytest.approx(1 / (1 + math.exp(-pair)), abs=1e-5)
+
+    two = load_momentum_scorer(str(_tiny_classifier(tmp_path / "two", 2)))
+    assert isinstance(two, Unavailable) and "2 labels" in two.reason

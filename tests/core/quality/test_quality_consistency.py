@@ -109,3 +109,61 @@ def test_a_two_label_model_is_not_nli(tmp_path: Path) -> None:
     BertForSequenceClassification(cfg).save_pretrained(str(d))
     got = load_nli(str(d))
     assert isinstance(got, Unavailable) and "not a 3-way NLI model" in got.reason
+
+
+def test_factcc_tiny_bert_through_the_real_loader(tmp_path: Path) -> None:
+    """FactCC = P(factual) renormalised over the factual/non-factual labels, on (trace, response) with
+    the response through [factcc]'s EQ(..) normaliser; labels found by name (here in the reverse order
+    of the real model, so a swapped index would show)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from legival_core.quality.informativeness import normalize_math_md as normalize_math_eq
+
+    d = tiny_tokenizer_dir(tmp_path / "factcc")
+    cfg = BertConfig(  # type: ignore[call-arg]
+        vocab_size=6 + len(WORDS), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, num_labels=2, id2label={0: "INCORRECT", 1: "CORRECT"},
+        label2id={"INCORRECT": 0, "CORRECT": 1})
+    torch.manual_seed(0)
+    BertForSequenceClassification(cfg).save_pretrained(str(d))
+    score = load_factcc(str(d))
+    assert not isinstance(score, Unavailable)
+    trace, response = "  a one. b two three so the answer is x.  ", "the answer is $x + 1$ so **x**"
+    assert normalize_math_eq(response.strip()) == "the answer is EQ(x + 1) so **x**"
+    tok, ref = AutoTokenizer.from_pretrained(str(d)), BertForSequenceClassification.from_pretrained(str(d))
+    with torch.inference_mode():
+        q = torch.softmax(ref(**tok(trace.strip(), normalize_math_eq(response.strip()), return_tensors="pt",
+                                   truncation=True)).logits[0], -1).numpy()
+    assert score(trace, response) == pytest.approx(q[1] / (q[0] + q[1]), abs=1e-5)
+
+
+def test_bleurt_scores_with_the_checkpoint_it_is_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BLEURT runs the local checkpoint through `bleurt.score.BleurtScorer` (TensorFlow and BLEURT are
+    not installable here, so the package is a stand-in module recording its calls): the directory
+    given, references = the traces, candidates = the answers, both normalised."""
+    import sys
+    import types
+
+    calls: list[tuple[str, object]] = []
+
+    class Scorer:
+        def __init__(self, checkpoint: str) -> None:
+            calls.append(("init", checkpoint))
+
+        def score(self, references: list[str], candidates: list[str]) -> list[float]:
+            calls.append(("score", (references, candidates)))
+            return [0.25 * (i + 1) for i in range(len(candidates))]
+
+    pkg, mod = types.ModuleType("bleurt"), types.ModuleType("bleurt.score")
+    mod.BleurtScorer = Scorer  # type: ignore[attr-defined]
+    pkg.score = mod  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "bleurt", pkg)
+    monkeypatch.setitem(sys.modules, "bleurt.score", mod)
+    monkeypatch.setattr("legival_core.quality.informativeness.has_module", lambda name: name == "bleurt")
+    ckpt = tmp_path / "BLEURT-20"
+    ckpt.mkdir()
+    score = load_bleurt(str(ckpt))
+    assert not isinstance(score, Unavailable)
+    assert score(["it is $4$"], ["so 2 + 2 = $4$."]) == [0.25]
+    assert calls == [("init", str(ckpt)), ("score", (["so 2 + 2 = EQ(4) ."], ["it is EQ(4)"]))]
