@@ -23,11 +23,13 @@ import csv
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from legival_core.quality._local import Unavailable, has_module, local_model_dir, missing_model
 
-BERTSCORE_VERSION = "bertscore-2"
-"""bertscore-2: F1 rescaled with bert-score's baseline ([info]); bertscore-1 stored the raw F1."""
+BERTSCORE_VERSION = "bertscore-3"
+"""bertscore-3: texts encoded with a leading space, as bert-score under transformers 4 (`_with_prefix_space`);
+bertscore-2: F1 rescaled with bert-score's baseline ([info]); bertscore-1 stored the raw F1."""
 BERTSCORE_LAYER = 40
 """bert-score's layer for microsoft/deberta-xlarge-mnli (`model2layers`), also the baseline's row."""
 BLEURT_VERSION = "bleurt-2"
@@ -92,12 +94,26 @@ def load_bertscore(model: str = DEFAULT_BERTSCORE_MODEL) -> Scorer | Unavailable
     b_f = read_baseline(base)[2]
     scorer = BERTScorer(model_type=str(path), num_layers=BERTSCORE_LAYER, lang="en", rescale_with_baseline=False,
                         device="cpu")
+    scorer._tokenizer = _with_prefix_space(scorer._tokenizer, path)
 
     def score(cands: list[str], refs: list[str]) -> list[float]:
         _, _, f1 = scorer.score([normalize_math_md(c) for c in cands], [normalize_math_md(r) for r in refs])
         return [rescale(float(x), b_f) for x in f1.tolist()]
 
     return score
+
+
+def _with_prefix_space(tokenizer: Any, path: Path) -> Any:
+    """bert-score encodes a sentence with ``add_prefix_space=True`` when its tokenizer is a GPT-2 or
+    RoBERTa one (`bert_score.utils.sent_encode`). Under transformers 4, DeBERTa's tokenizer subclassed
+    GPT-2's, so the paper's scores saw "ĠThe", not "The", as the first token. Under transformers 5 it
+    no longer does, and bert-score would silently drop the space: a byte-level BPE tokenizer that bert-score
+    does not recognise is loaded again with the prefix space set."""
+    from transformers import AutoTokenizer, GPT2Tokenizer, RobertaTokenizer
+
+    if isinstance(tokenizer, GPT2Tokenizer | RobertaTokenizer) or getattr(tokenizer, "add_prefix_space", None) is not False:
+        return tokenizer
+    return AutoTokenizer.from_pretrained(str(path), add_prefix_space=True)
 
 
 def load_bleurt(ckpt: str = DEFAULT_BLEURT_CKPT) -> Scorer | Unavailable:

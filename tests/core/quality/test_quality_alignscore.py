@@ -212,3 +212,77 @@ def test_bertscore_baseline_rescaling_by_hand(tmp_path: Path) -> None:
     assert rescale(0.7, 0.402) == pytest.approx(0.298 / 0.598)
     assert rescale(0.402, 0.402) == 0.0 and rescale(1.0, 0.402) == pytest.approx(1.0)
     assert rescale(0.3, 0.402) < 0.0  # below the baseline: negative, as bert-score reports it
+
+
+def tiny_deberta_dir(path: Path, layers: int = 42) -> Path:
+    """A random DeBERTa (v1, the architecture of microsoft/deberta-xlarge-mnli) with a byte-level BPE
+    tokenizer of single bytes, saved where bert-score's baseline for that model is found by name."""
+    import torch
+    from transformers import DebertaConfig, DebertaModel, DebertaTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+    vocab = {t: i for i, t in enumerate(specials + list(bytes_to_unicode().values()))}
+    DebertaTokenizer(vocab=vocab, merges=[], model_max_length=128).save_pretrained(str(path))
+    torch.manual_seed(0)
+    cfg = DebertaConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=128, pad_token_id=0)
+    DebertaModel(cfg).eval().save_pretrained(str(path))
+    return path
+
+
+def test_bertscore_through_bert_score_with_a_tiny_deberta(tmp_path: Path) -> None:
+    """The real loader and the real bert-score package on a 42-layer random DeBERTa: the score is
+    layer 40's greedy-matching F1 (special tokens in the matching, not in the averages), rescaled with
+    row 40 of bert-score's own baseline file, of the normalised texts, each encoded with a leading
+    space as bert-score does for GPT-2-style tokenizers (transformers 5's DeBERTa is no longer one)."""
+    import bert_score
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from legival_core.quality.informativeness import load_bertscore
+
+    d = tiny_deberta_dir(tmp_path / "deberta-xlarge-mnli")
+    score = load_bertscore(str(d))
+    assert not isinstance(score, Unavailable), score
+    cands = ["The answer is $x+1$.", "So it is 3."]
+    refs = ["First we add one to x, so the answer is x+1.", "Two and one make three."]
+    got = score(cands, refs)
+
+    tok = AutoTokenizer.from_pretrained(str(d))
+    model = AutoModel.from_pretrained(str(d)).eval()
+
+    def vectors(text: str) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = tok.encode(" " + normalize_math_md(text).strip(), add_special_tokens=True)
+        assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id and ids[1] == tok.convert_tokens_to_ids("Ġ")
+        with torch.no_grad():
+            h = model(torch.tensor([ids]), output_hidden_states=True).hidden_states[40][0]
+        h = h / h.norm(dim=-1, keepdim=True)
+        weight = torch.ones(len(ids))
+        weight[0] = weight[-1] = 0.0  # [CLS] and [SEP]: idf 0
+        return h, weight
+
+    base = baseline_file("microsoft/deberta-xlarge-mnli", Path(bert_score.__file__).parent / "rescale_baseline" / "en")
+    assert base is not None
+    b_f = read_baseline(base)[2]
+    for c, r, value in zip(cands, refs, got, strict=True):
+        hc, wc = vectors(c)
+        hr, wr = vectors(r)
+        sim = hc @ hr.T
+        p = float((sim.max(dim=1).values * wc).sum() / wc.sum())
+        rr = float((sim.max(dim=0).values * wr).sum() / wr.sum())
+        f = 2 * p * rr / (p + rr)
+        assert value == pytest.approx((f - b_f) / (1 - b_f), abs=1e-5)
+    assert score([refs[0]], [refs[0]]) == pytest.approx([1.0], abs=1e-5)  # identical texts: F = 1 -> 1
+
+    # the quality stage's computer: candidate = the answer after the trace, reference = the trace
+    from legival_core.stages.quality_computers import QualityConfig, QualityUnit, group_defs, load_computer
+
+    cfg = QualityConfig(bertscore_model=str(d))
+    g = group_defs(cfg)["bertscore"]
+    assert g.version == "bertscore-3" and g.metrics == ("bertscore_f1",)
+    run = load_computer(g, cfg)
+    assert callable(run)
+    rows = run([QualityUnit("t1", "gsm8k", refs[0], cands[0], "What is it?")])
+    assert [(r["trace_id"], r["metric"], r["status"]) for r in rows] == [("t1", "bertscore_f1", "ok")]
+    assert rows[0]["value"] == pytest.approx(got[0], abs=1e-6)
