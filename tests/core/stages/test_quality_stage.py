@@ -14,6 +14,7 @@ import pytest
 
 from legival_core.catalog import MPNET, SMOLLM2
 from legival_core.metrics.quality import resolve_groups
+from legival_core.quality._local import Unavailable
 from legival_core.quality.clarity import clarity
 from legival_core.registry import entry
 from legival_core.reports.quality_table import quality_teacher_table
@@ -80,6 +81,20 @@ def test_unavailable_rows_are_null_then_replaced_when_the_model_appears(small: S
     ok = _one(small, "SELECT count(*), count(value) FROM trace_metrics WHERE metric LIKE 'nli_%' AND status = 'ok'")
     assert ok == (40, 40)
     assert _one(small, "SELECT count(*) FROM trace_metrics WHERE status = 'unavailable'")[0] == 0
+    # value by value: each stored row is `nli_consistency` of the trace's question and reasoning
+    from legival_core.quality.consistency import load_nli, nli_consistency
+
+    model = load_nli(str(tmp_path / "later"))
+    assert not isinstance(model, Unavailable)
+    stored = {(t, m): v for t, m, v in rows(small, "SELECT trace_id, metric, value FROM trace_metrics "
+                                                   "WHERE metric LIKE 'nli_%'")}
+    texts = rows(small, "SELECT t.trace_id, p.question, t.reasoning FROM traces t JOIN problems p "
+                        "ON p.dataset = t.dataset AND p.problem_id = t.problem_id")
+    assert len(texts) == 10
+    for tid, question, reasoning in texts:
+        want = nli_consistency(question, reasoning, model.probs, cfg.nli_window)
+        got_row = [stored[tid, m] for m in ("nli_q2s_mean", "nli_q2s_max", "nli_intra", "nli_support")]
+        assert got_row == pytest.approx([want.q2s_mean, want.q2s_max, want.intra, want.support], abs=1e-6), tid
 
 
 def test_cohesion_rows_and_teacher_table(small: Store) -> None:
