@@ -16,6 +16,7 @@ from legival.console import emit_summary, err_console, fail, out_console
 @app.command()
 def runs(db: DbOption) -> None:
     """List the runs recorded in the store (every `legival run` and deployment run records one)."""
+    from legival_core.reports.diff import format_cell
     from legival_core.store import runs as run_reads
 
     with open_store(db, read_only=True) as store:
@@ -39,7 +40,7 @@ def runs(db: DbOption) -> None:
     else:
         cols = ["seq", "run_id", "spec", "started_at", "wall_s", "new_traces", "rollouts_generated", "judge_calls",
                 "metric_rows", "teachers"]
-        _print_rows(cols, [[_cell(r[c]) for c in cols] for r in rows])
+        _print_rows(cols, [[format_cell(r[c]) for c in cols] for r in rows])
         for r in rows:
             if r["ui_url"]:
                 out_console.print(f"#{r['seq']} in Prefect: {r['ui_url']}", markup=False, highlight=False, soft_wrap=True)
@@ -60,6 +61,7 @@ def diff(
     from legival_core.reports.diff import (
         RunNotFound,
         changes,
+        format_cell,
         headline,
         parse_fail_on,
         regressions,
@@ -83,7 +85,7 @@ def diff(
     if frame.height:
         cols = ["teacher", "dataset", "metric", "change", "old", "new", "delta", "outside_ci", "rank_old", "rank_new",
                 "cause"]
-        _print_rows(cols, [[_cell(v) for v in row] for row in frame.select(cols).head(limit).iter_rows()])
+        _print_rows(cols, [[format_cell(v) for v in row] for row in frame.select(cols).head(limit).iter_rows()])
         if frame.height > limit:
             more = "; every row: --out FILE" if out is None else ""
             out_console.print(f"... {frame.height - limit} more rows{more}", markup=False, highlight=False)
@@ -108,18 +110,6 @@ def diff(
     emit_summary(summary)
     if bad:
         raise typer.Exit(1)
-
-
-def _cell(v: object) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v + 0.0:.4g}"
-    if isinstance(v, list):
-        return ",".join(str(x) for x in v)
-    return str(v)
 
 
 def _print_rows(cols: list[str], body: list[list[str]]) -> None:

@@ -64,8 +64,10 @@ class ReportResult:
     """The run record stored by a benchmark run's report stage."""
 
 
-def compute_report(store: Store, config: ReportConfig | None = None) -> ReportData:
-    """Read the store and compute every report table (bootstrap skipped when resamples == 0)."""
+def compute_report(store: Store, config: ReportConfig | None = None, with_changes: bool = True) -> ReportData:
+    """Read the store and compute every report table (bootstrap skipped when resamples == 0).
+    `with_changes` False leaves the run-over-run diff to the caller (a benchmark run computes it after
+    storing its own run record)."""
     import polars as pl
 
     config = config or ReportConfig()
@@ -80,7 +82,8 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
     data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
     data.paper = paper_tables(store, data)
-    data.changes = changes(store)
+    if with_changes:
+        data.changes = changes(store)
     return data
 
 

@@ -420,11 +420,19 @@ def diff_markdown(ch: Changes, limit: int = 40) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _md(v: Any) -> str:
+def format_cell(v: Any) -> str:
+    """A diff value as the tables show it (`legival diff` and the markdown artifact): "-" when missing,
+    yes/no, 4 significant digits, lists comma-joined."""
     if v is None:
         return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.4g}"
-    return html.escape(str(v)).replace("|", "\\|").replace("\n", " ")
+        return f"{v + 0.0:.4g}"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def _md(v: Any) -> str:
+    return html.escape(format_cell(v)).replace("|", "\\|").replace("\n", " ")

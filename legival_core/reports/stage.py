@@ -31,7 +31,7 @@ class ReportStage:
     dashboard compare it with the previous run (`legival report` records nothing)."""
 
     def plan(self, store: Store) -> Plan[ReportData, ReportResult]:
-        data = compute_report(store, self.config)
+        data = compute_report(store, self.config, with_changes=self.record is None)
         return Plan([data], ReportResult(data.teacher_dataset, data=data), total=1)
 
     def run(self, units: Sequence[ReportData], executor: Executor) -> Iterator[list[ReportData]]:
