@@ -94,3 +94,18 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     except StoreError as e:
         fail(str(e))
     return s, db_path
+
+
+def writable_dir(path: Path, what: str) -> Path:
+    """Create the output directory `path` now and check that files can be written there, so that an
+    unwritable report directory fails (exit 2, naming `what`) before any work, not with a traceback
+    after it."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".legival-write-check"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        fail(f"{what} {path}: cannot write there ({e.strerror or e})")
+    return path
+

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import DbOption, app, open_store
+from legival.app import DbOption, app, open_store, writable_dir
 from legival.console import emit_summary, fail, progress_bar
 from legival_core.monitor.supervisor import MAX_NEW_TOKENS
 from legival_core.spec import Student, default_of
@@ -47,6 +47,8 @@ def monitor(
         fail("--backend-options must be a JSON object")
     # A model named in --backend-options is not overridden by the default --model.
     chosen: str | None = None if model == DEFAULT_MODEL and {"model", "model_dir"} & options.keys() else model
+    if out is not None:
+        writable_dir(out, "--out")
     t0 = time.perf_counter()
     engine = LazyBackend(lambda: make_backend(name, chosen, None, options))
     try:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app, open_store, settings
+from legival.app import DbOption, app, open_store, settings, writable_dir
 from legival.console import emit_summary, out_console
 from legival_core.spec import Efficiency, Report, Transfer, default_of
 
@@ -36,6 +36,7 @@ def report(
                           rep.resamples, rep.seed, rep.dashboard_traces)
     t0 = time.perf_counter()
     with open_store(db, read_only=True) as store:
+        writable_dir(out, "--out")
         result = build_reports(store, out, config)
     from legival.tables import print_report_table
     from legival_core.reports.coverage import summary_line

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app, open_store
+from legival.app import DbOption, app, open_store, writable_dir
 from legival.console import emit_summary, progress_bar
 from legival_core.reports.rewards import N_BOOT
 from legival_core.rewards.models import spec_default
@@ -44,6 +44,8 @@ def rm(
             name = Path(m).name.lower() if Path(m).exists() else m.split("/")[-1].lower()
             base = RewardModelSpec(name, m, kind=kind, path=m if Path(m).exists() else None)  # type: ignore[arg-type]
         specs.append(replace(base, max_length=max_length, batch_size=batch_size, dtype=dtype))
+    if out is not None:
+        writable_dir(out, "--out")
     t0 = time.perf_counter()
     with open_store(db) as store:
         with progress_bar("rm") as bar:

@@ -90,8 +90,11 @@ def diff(
             more = "; every row: --out FILE" if out is None else ""
             out_console.print(f"... {frame.height - limit} more rows{more}", markup=False, highlight=False)
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        frame.write_csv(out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            frame.write_csv(out)
+        except OSError as e:
+            fail(f"--out {out}: cannot write there ({e.strerror or e})")
     bad = regressions(frame, rules)
     for line in bad:
         out_console.print(f"regression: {line}", markup=False, highlight=False, soft_wrap=True)

@@ -15,7 +15,7 @@ import pytest
 
 from legival_core.store import TABLES, Store
 from tests._sql import rows
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, REPO
 
 SAMPLE = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
 DEEP = "[" * 5000
@@ -265,3 +265,21 @@ def test_grade_reads_bare_answers_as_answers(tmp_path: Path) -> None:
     assert s["equivalent"] == 1 and s["unparsed"] == 3
     assert_error(legival("grade", str(f), "--dataset", "math", "--out", str(out), "--pred-format", "bare"),
                  "--pred-format", "answer, response, auto")
+
+
+def test_an_unwritable_output_place_is_an_error_before_any_work(db: Path, tmp_path: Path) -> None:
+    """`--out` under a regular file (no directory can be made there): one error line naming the option
+    and the place, exit 2, the store unchanged; `legival run` says so before a flow starts."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a directory\n")
+    before = snapshot(db)
+    assert_error(legival("report", "--db", str(db), "--out", str(blocker / "rep")), "--out", "cannot write there",
+                 str(blocker / "rep"))
+    assert_error(legival("diff", "--db", str(db), "--out", str(blocker / "diff.csv")), "--out", "cannot write there")
+    for command in (["rm"], ["monitor", "--supervisor", "smollm2"]):  # long commands: refused before any model loads
+        assert_error(legival(*command, "--db", str(db), "--out", str(blocker / command[0])), "--out",
+                     "cannot write there")
+    assert snapshot(db) == before
+    spec = REPO / "examples" / "demo.yaml"
+    assert_error(legival("run", str(spec), "--db", str(tmp_path / "run.duckdb"), "--out", str(blocker / "rep")),
+                 "--out", "cannot write there")
