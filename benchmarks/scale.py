@@ -10,10 +10,8 @@ measures, each phase in a fresh process so its peak RSS is its own:
     student) shard, as a flow's shard task runs it (the segment stage it requires, then `plan`), with
     an executor that only records what it is given; the planned rollouts must be exactly the deleted;
 (b) committing 100k rollout rows as a running flow does: a third student's shards planned by the
-    real `plan`, chunks of `traces_per_chunk` traces (rows like the rollout loop's) handed over as fast
-    as they can be built and committed by `run_stage` / `TransferStage.commit` with the stage's group
-    commit (`commit_window_s`); baseline in the same run: a fourth student, one transaction per chunk
-    (window 0); only the commits are timed;
+    real `plan`, each finished chunk of `traces_per_chunk` traces (rows like the rollout loop's)
+    committed by `TransferStage.commit` (one transaction per chunk); only the commits are timed;
 (c) the report `legival report` writes (`reports.stage.build_reports`, the spec's default 1,000
     bootstrap resamples, every file) from the store opened read-only;
 (d) the peak RSS of each phase and the store's file size;
@@ -188,10 +186,6 @@ class TimedCommits:
     def requires(self) -> tuple[Any, ...]:
         return tuple(self.inner.requires)
 
-    @property
-    def commit_window_s(self) -> float:
-        return float(self.inner.commit_window_s)
-
     def plan(self, store: Any) -> Any:
         return self.inner.plan(store)
 
@@ -207,11 +201,7 @@ class TimedCommits:
         return n
 
 
-def phase_commit(db: Path, rows: int, seed: int, window: float | None) -> dict[str, Any]:
-    """`window` None: the transfer stage's own group-commit window; 0: one transaction per chunk (the
-    baseline, measured with another student so that both commit new keys)."""
-    from dataclasses import replace
-
+def phase_commit(db: Path, rows: int, seed: int) -> dict[str, Any]:
     from _scale_store import DATASETS, TEACHERS
 
     from legival_core.spec import Execution, student_config
@@ -219,8 +209,8 @@ def phase_commit(db: Path, rows: int, seed: int, window: float | None) -> dict[s
     from legival_core.stages.transfer import TransferStage
     from legival_core.store import Store
 
-    model = "Qwen/Qwen2.5-1.5B-Instruct" if window is None else "Qwen/Qwen2.5-3B-Instruct"
-    student = student_config(name=model.split("/")[1].lower(), model=model, backend="vllm", dtype="bfloat16")
+    student = student_config(name="qwen2.5-1.5b", model="Qwen/Qwen2.5-1.5B-Instruct", backend="vllm",
+                             dtype="bfloat16")
     ex = SyntheticRollouts(rows, seed)
     timed = []
     store = Store(db)
@@ -230,8 +220,8 @@ def phase_commit(db: Path, rows: int, seed: int, window: float | None) -> dict[s
         for dataset in DATASETS:
             if ex.left <= 0:
                 break
-            inner = TransferStage(student, teacher, dataset, traces_per_chunk=Execution().traces_per_chunk)
-            stage = TimedCommits(inner if window is None else replace(inner, commit_window_s=window))
+            stage = TimedCommits(TransferStage(student, teacher, dataset,
+                                               traces_per_chunk=Execution().traces_per_chunk))
             run_stage(stage, store, ex)
             timed.append(stage)
     wall = time.perf_counter() - t0
@@ -239,7 +229,7 @@ def phase_commit(db: Path, rows: int, seed: int, window: float | None) -> dict[s
     t0 = time.perf_counter()
     store.close()  # folds the write-ahead log into the file (CHECKPOINT_THRESHOLD): reported apart
     close_s = time.perf_counter() - t0
-    return {"phase": "commit", "rows": sum(t.rows for t in timed), "stored": added, "chunks": ex.batches,
+    return {"phase": "commit", "rows": sum(t.rows for t in timed), "stored": added,
             "commits": sum(t.commits for t in timed), "shards": len(timed),
             "commit_s": round(sum(t.seconds for t in timed), 2), "plan_and_run_s": round(wall, 2),
             "close_checkpoint_s": round(close_s, 2), "peak_rss_mib": round(peak_rss_mib())}
@@ -293,14 +283,13 @@ def main() -> None:
     ap.add_argument("--phase", choices=["generate", "plan", "resume", "commit", "report"], help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
-    ap.add_argument("--window", type=float, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.phase is not None:
         result = {
             "generate": lambda: phase_generate(a.db, a.traces, a.mean_steps, a.seed),
             "plan": lambda: phase_plan(a.db),
             "resume": lambda: phase_resume(a.db, a.delete_fraction, a.seed),
-            "commit": lambda: phase_commit(a.db, a.commit_rows, a.seed, a.window),
+            "commit": lambda: phase_commit(a.db, a.commit_rows, a.seed),
             "report": lambda: phase_report(a.db, a.out, a.resamples),
         }[a.phase]()
         print(json.dumps(result), flush=True)
@@ -336,15 +325,12 @@ def main() -> None:
                          "--seed", str(a.seed)])
         com = run_phase(["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
                          "--seed", str(a.seed)])
-        per_chunk = run_phase(["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
-                               "--seed", str(a.seed), "--window", "0"])
     finally:
         if not a.keep:
             work.unlink(missing_ok=True)
             work.with_name(work.name + ".wal").unlink(missing_ok=True)
             shutil.rmtree(out, ignore_errors=True)
-    peak = max(rep["peak_rss_mib"], res["peak_rss_mib"], com["peak_rss_mib"], per_chunk["peak_rss_mib"],
-               pln["peak_rss_mib"])
+    peak = max(rep["peak_rss_mib"], res["peak_rss_mib"], com["peak_rss_mib"], pln["peak_rss_mib"])
     end_load = [round(x, 2) for x in os.getloadavg()]
     figures = {
         "resume_plan_s": res["resume_plan_s"], "commit_s": com["commit_s"], "report_s": rep["report_s"],
@@ -360,12 +346,9 @@ def main() -> None:
           f"({a.delete_fraction:.0%}): {res['resume_plan_s']:.1f} s  (target < {TARGETS['resume_plan_s']:g} s) "
           f"{mark('resume_plan_s')}; planned exactly the deleted rollouts: {'yes' if res['exact'] else 'NO'} "
           f"({res['planned_missing']:,} planned)")
-    print(f"(b) commit {com['rows']:,} rollout rows ({com['chunks']:,} chunks) with the transfer stage's group "
-          f"commit, {com['commits']:,} transactions: {com['commit_s']:.1f} s  (target < {TARGETS['commit_s']:g} s) "
-          f"{mark('commit_s')}; closing the store then checkpoints in {com['close_checkpoint_s']:.1f} s")
-    print(f"    baseline, one transaction per chunk ({per_chunk['commits']:,}): {per_chunk['commit_s']:.1f} s "
-          f"({per_chunk['commit_s'] / max(com['commit_s'], 1e-9):.1f}x the group commit's time); chunks "
-          f"arrive here as fast as rows can be built, so each window holds the most a producer can give")
+    print(f"(b) commit {com['rows']:,} rollout rows in {com['commits']:,} transactions: {com['commit_s']:.1f} s  "
+          f"(target < {TARGETS['commit_s']:g} s) {mark('commit_s')}; closing the store then checkpoints in "
+          f"{com['close_checkpoint_s']:.1f} s")
     print(f"(c) report, {rep['resamples']:,} resamples, {rep['files']} files ({rep['report_mib']} MiB): "
           f"{rep['report_s']:.1f} s  (target < {TARGETS['report_s']:g} s) {mark('report_s')}")
     print(f"(d) peak RSS {figures['peak_rss_gib']:.2f} GiB (report {rep['peak_rss_mib']:,} MiB, resume "

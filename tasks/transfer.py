@@ -103,10 +103,6 @@ class ShardStage:
     def requires(self) -> tuple[Any, ...]:
         return self.inner.requires
 
-    @property
-    def commit_window_s(self) -> float:
-        return self.inner.commit_window_s
-
     def plan(self, store: Store) -> Plan[Unit, TransferSummary]:
         plan = self.inner.plan(store)
         chunk = shard_chunk(plan.summary.transfer_traces, plan.summary.rollouts_total, self.inner.traces_per_chunk,

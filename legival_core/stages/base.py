@@ -5,8 +5,7 @@ generate, report) is an object with
 
     plan(store)            -> Plan: the missing units (and the counts of what is already stored)
     run(units, executor)   -> batches of results, computed without the store (any process)
-    commit(store, results) -> rows written, in one transaction per batch (or per window of batches
-                              for a stage that sets `commit_window_s`: see `run_stage`)
+    commit(store, results) -> rows written, in one transaction per batch
 
 and `run_stage` drives it the same way for the CLI commands and the Prefect tasks, so they cannot
 drift. A crash loses at most the batches in flight: every committed batch stays, and the next plan
@@ -21,7 +20,6 @@ meet the same prefix cache).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
@@ -301,8 +299,7 @@ class Stage(Protocol[U, R, S]):
     def run(self, units: Sequence[U], executor: Executor) -> Iterator[list[R]]: ...
 
     def commit(self, store: Store, results: Sequence[R], plan: Plan[U, S]) -> int:
-        """Write the results in one transaction (one executor batch, or the batches of a group-commit
-        window: `run_stage`); returns how many work items it completed (for progress)."""
+        """Write one batch of results; returns how many work items it completed (for progress)."""
         ...
 
 
@@ -321,16 +318,7 @@ def run_stage(
     executor: Executor | None = None,
     progress: Progress | None = None,
 ) -> S:
-    """plan -> run -> commit, the same for every caller; returns the stage's summary.
-
-    Each batch the executor yields is committed as it comes, unless the stage sets `commit_window_s`
-    (group commit): then the batches that finish within that window of the last commit go into one
-    transaction. A transaction costs ~7 ms of index and write-ahead-log work whatever its size, so a
-    fast producer (a GPU cluster's engines, hundreds of chunks a minute) spends most of the driver on
-    commits without it, while a batch that took longer than the window still commits alone. Only a
-    stage whose results can simply be recomputed sets it (transfer rollouts): a crash of the driver
-    loses at most the window's finished batches, which the next plan lists again. An exception from
-    the executor (a failed chunk, a cancelled run) first commits what is held, then propagates."""
+    """plan -> run -> commit per batch, the same for every caller; returns the stage's summary."""
     access = store_access(store) if isinstance(store, Store) else store
     for pre in getattr(stage, "requires", ()):
         run_stage(pre, access, None)
@@ -339,38 +327,13 @@ def run_stage(
     done = plan.done
     if progress is not None:
         progress(done, plan.total)
-    if not plan.units:
-        return plan.summary
-    window = float(getattr(stage, "commit_window_s", 0.0))
-    held: list[R] = []
-    last = time.monotonic()
-
-    def commit() -> None:
-        nonlocal done, last
-        if held:
-            results = list(held)
-            held.clear()
+    if plan.units:
+        for batch in stage.run(plan.units, executor or InProcessExecutor()):
             with access() as s:
-                done += stage.commit(s, results, plan)
+                done += stage.commit(s, batch, plan)
             if progress is not None:
                 progress(done, plan.total)
-        last = time.monotonic()
-
-    try:
-        for batch in stage.run(plan.units, executor or InProcessExecutor()):
-            held.extend(batch)
-            if time.monotonic() - last >= window or len(held) >= MAX_HELD_RESULTS:
-                commit()
-    except BaseException:
-        commit()
-        raise
-    commit()
     return plan.summary
-
-
-MAX_HELD_RESULTS = 256
-"""Group commit: the most results (chunks' batches) held back for one transaction, whatever the window
-(a transfer batch holds one chunk's rollouts: ~150 rows, up to a few hundred KB of text)."""
 
 
 @dataclass(frozen=True, slots=True)

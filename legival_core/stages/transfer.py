@@ -190,9 +190,6 @@ class TransferStage:
     builds the registered backend of `config`, lazily, and closes it."""
     name: str = "transfer"
     needs: tuple[str, ...] = ("grade", "segment")
-    commit_window_s: float = 1.0
-    """Group commit (`run_stage`): rollouts finished within a second of the last commit share its
-    transaction. A chunk of a CPU student takes longer than that, so it commits alone."""
 
     @property
     def requires(self) -> tuple[SegmentStage]:
@@ -254,8 +251,7 @@ class TransferStage:
         return executor.run(self.work(), units)
 
     def commit(self, store: Store, results: Sequence[RolloutBatch], plan: Plan[Unit, TransferSummary]) -> int:
-        """One transaction per call (whole chunks: a crash never leaves part of a chunk, a rerun never
-        duplicates)."""
+        """One transaction per batch: a crash never leaves part of a chunk, a rerun never duplicates."""
         rows = [r for b in results for r in b.rows]
         with store.transaction():
             store.insert_rows("rollouts", rows)
