@@ -10,8 +10,11 @@ measures, each phase in a fresh process so its peak RSS is its own:
     student) shard, as a flow's shard task runs it (the segment stage it requires, then `plan`), with
     an executor that only records what it is given; the planned rollouts must be exactly the deleted;
 (b) committing 100k rollout rows as a running flow does: a third student's shards planned by the
-    real `plan`, each finished chunk of `traces_per_chunk` traces (rows like the rollout loop's)
-    committed by `TransferStage.commit` (one transaction per chunk); only the commits are timed;
+    real `plan`, chunks of `traces_per_chunk` traces (rows like the rollout loop's) built by an engine
+    thread as fast as it can and handed over as the Ray engine pool does (`SyntheticRollouts`: every
+    chunk finished by the time the driver asks, together), each hand-over committed by `run_stage` /
+    `TransferStage.commit` in one transaction; baseline in the same run: a fourth student's chunks
+    handed over one at a time (one transaction per chunk); only the commits are timed;
 (c) the report `legival report` writes (`reports.stage.build_reports`, the spec's default 1,000
     bootstrap resamples, every file) from the store opened read-only;
 (d) the peak RSS of each phase and the store's file size;
@@ -130,39 +133,76 @@ def phase_resume(db: Path, fraction: float, seed: int) -> dict[str, Any]:
 
 class SyntheticRollouts:
     """An executor standing in for the student workers: each chunk of units becomes one batch of rows
-    shaped like `rollout_chunk`'s, until `budget` rows were produced."""
+    shaped like `rollout_chunk`'s, until `budget` rows were produced.
 
-    def __init__(self, budget: int, seed: int) -> None:
-        import numpy as np
+    `ready_sets` False: chunks are handed over one at a time (the in-process executor; one transaction
+    per chunk). True: as the Ray engine pool hands them over (`tasks.engines.RayExecutor.run`): an
+    engine process builds the chunks as fast as it can (and ships them back pickled, as Ray does)
+    while the driver blocks for the first finished chunk, then takes every other finished one
+    (`ray.wait(num_returns=1)`, then `timeout=0`) and yields them together, so `run_stage` commits them
+    in one transaction. Nothing is held back: a set is what had finished when the driver came back
+    from its last commit, so its size follows how much faster the engines are than the commits."""
 
+    def __init__(self, budget: int, seed: int, ready_sets: bool = False) -> None:
         self.left = budget
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self.batches = 0
+        self.ready_sets = ready_sets
 
     def run(self, work: Any, units: Any) -> Any:
-        from legival_core.stages.transfer import STAT_FIELDS, RolloutBatch
-
         key = work.process.config.student_key
+        chunks = []
         for i in range(0, len(units), work.chunk_size):
             if self.left <= 0:
-                return
-            rows = [self._row(t.trace_id, key, p) for t, plans in units[i : i + work.chunk_size] for p in plans]
-            rows = rows[: self.left]
-            self.left -= len(rows)
+                break
+            part = [(t.trace_id, p.k, p.m, p.bin) for t, plans in units[i : i + work.chunk_size] for p in plans]
+            part = part[: self.left]
+            self.left -= len(part)
             self.batches += 1
-            yield [RolloutBatch(rows, dict.fromkeys(STAT_FIELDS, 0))]
+            chunks.append((key, part, self.seed + self.batches))
+        if not self.ready_sets:
+            return ([build_chunk(c)] for c in chunks)
+        return self._ready_sets(chunks)
 
-    def _row(self, trace_id: str, key: str, p: Any) -> dict[str, Any]:
-        r = self.rng
-        ok = bool(r.random() < 0.2 + 0.6 * p.k / p.m)
+    @staticmethod
+    def _ready_sets(chunks: list[Any]) -> Any:
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        if not chunks:
+            return
+        with ProcessPoolExecutor(max_workers=1) as engine:
+            order = {}
+            pending = set()
+            for i, c in enumerate(chunks):
+                f = engine.submit(build_chunk, c)
+                order[f] = i
+                pending.add(f)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                more, pending = wait(pending, timeout=0)
+                yield [f.result() for f in sorted(done | more, key=order.__getitem__)]
+
+
+def build_chunk(chunk: tuple[str, list[tuple[str, int, int, int]], int]) -> Any:
+    """One chunk's rows, shaped like `rollout_chunk`'s (module level: an engine process runs it)."""
+    import numpy as np
+
+    from legival_core.stages.transfer import STAT_FIELDS, RolloutBatch
+
+    key, part, seed = chunk
+    r = np.random.default_rng(seed)
+    rows = []
+    for trace_id, k, m, b in part:
+        ok = bool(r.random() < 0.2 + 0.6 * k / m)
         text = " ".join(["Then we add the remaining amounts to get the total."] * int(r.integers(1, 6)))
-        return {
-            "trace_id": trace_id, "student_key": key, "k": p.k, "sample": 0, "m": p.m, "bin": p.bin, "status": "ok",
+        rows.append({
+            "trace_id": trace_id, "student_key": key, "k": k, "sample": 0, "m": m, "bin": b, "status": "ok",
             "correct": ok, "forced": False, "extracted": "42" if ok else "41", "grade_status": "ok",
             "continuation": f"{text} The answer is \\boxed{{{42 if ok else 41}}}.", "forced_continuation": None,
-            "prompt_tokens": 220 + 20 * p.k, "completion_tokens": int(r.integers(20, 300)),
-            "prefill_computed": 60, "prefill_cached": 160 + 20 * p.k, "finish_reason": "rule",
-        }
+            "prompt_tokens": 220 + 20 * k, "completion_tokens": int(r.integers(20, 300)),
+            "prefill_computed": 60, "prefill_cached": 160 + 20 * k, "finish_reason": "rule",
+        })
+    return RolloutBatch(rows, dict.fromkeys(STAT_FIELDS, 0))
 
 
 class TimedCommits:
@@ -201,7 +241,9 @@ class TimedCommits:
         return n
 
 
-def phase_commit(db: Path, rows: int, seed: int) -> dict[str, Any]:
+def phase_commit(db: Path, rows: int, seed: int, ready_sets: bool) -> dict[str, Any]:
+    """`ready_sets`: chunks handed over as the Ray engine pool does (every finished chunk at once);
+    else one at a time, one transaction each (measured with another new student)."""
     from _scale_store import DATASETS, TEACHERS
 
     from legival_core.spec import Execution, student_config
@@ -209,9 +251,9 @@ def phase_commit(db: Path, rows: int, seed: int) -> dict[str, Any]:
     from legival_core.stages.transfer import TransferStage
     from legival_core.store import Store
 
-    student = student_config(name="qwen2.5-1.5b", model="Qwen/Qwen2.5-1.5B-Instruct", backend="vllm",
-                             dtype="bfloat16")
-    ex = SyntheticRollouts(rows, seed)
+    model = "Qwen/Qwen2.5-1.5B-Instruct" if ready_sets else "Qwen/Qwen2.5-3B-Instruct"
+    student = student_config(name=model.split("/")[1].lower(), model=model, backend="vllm", dtype="bfloat16")
+    ex = SyntheticRollouts(rows, seed, ready_sets)
     timed = []
     store = Store(db)
     before = store.count("rollouts")
@@ -229,7 +271,7 @@ def phase_commit(db: Path, rows: int, seed: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     store.close()  # folds the write-ahead log into the file (CHECKPOINT_THRESHOLD): reported apart
     close_s = time.perf_counter() - t0
-    return {"phase": "commit", "rows": sum(t.rows for t in timed), "stored": added,
+    return {"phase": "commit", "rows": sum(t.rows for t in timed), "stored": added, "chunks": ex.batches,
             "commits": sum(t.commits for t in timed), "shards": len(timed),
             "commit_s": round(sum(t.seconds for t in timed), 2), "plan_and_run_s": round(wall, 2),
             "close_checkpoint_s": round(close_s, 2), "peak_rss_mib": round(peak_rss_mib())}
@@ -283,13 +325,14 @@ def main() -> None:
     ap.add_argument("--phase", choices=["generate", "plan", "resume", "commit", "report"], help=argparse.SUPPRESS)
     ap.add_argument("--db", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--one-per-chunk", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.phase is not None:
         result = {
             "generate": lambda: phase_generate(a.db, a.traces, a.mean_steps, a.seed),
             "plan": lambda: phase_plan(a.db),
             "resume": lambda: phase_resume(a.db, a.delete_fraction, a.seed),
-            "commit": lambda: phase_commit(a.db, a.commit_rows, a.seed),
+            "commit": lambda: phase_commit(a.db, a.commit_rows, a.seed, not a.one_per_chunk),
             "report": lambda: phase_report(a.db, a.out, a.resamples),
         }[a.phase]()
         print(json.dumps(result), flush=True)
@@ -325,12 +368,15 @@ def main() -> None:
                          "--seed", str(a.seed)])
         com = run_phase(["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
                          "--seed", str(a.seed)])
+        per_chunk = run_phase(["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
+                               "--seed", str(a.seed), "--one-per-chunk"])
     finally:
         if not a.keep:
             work.unlink(missing_ok=True)
             work.with_name(work.name + ".wal").unlink(missing_ok=True)
             shutil.rmtree(out, ignore_errors=True)
-    peak = max(rep["peak_rss_mib"], res["peak_rss_mib"], com["peak_rss_mib"], pln["peak_rss_mib"])
+    peak = max(rep["peak_rss_mib"], res["peak_rss_mib"], com["peak_rss_mib"], per_chunk["peak_rss_mib"],
+               pln["peak_rss_mib"])
     end_load = [round(x, 2) for x in os.getloadavg()]
     figures = {
         "resume_plan_s": res["resume_plan_s"], "commit_s": com["commit_s"], "report_s": rep["report_s"],
@@ -346,9 +392,12 @@ def main() -> None:
           f"({a.delete_fraction:.0%}): {res['resume_plan_s']:.1f} s  (target < {TARGETS['resume_plan_s']:g} s) "
           f"{mark('resume_plan_s')}; planned exactly the deleted rollouts: {'yes' if res['exact'] else 'NO'} "
           f"({res['planned_missing']:,} planned)")
-    print(f"(b) commit {com['rows']:,} rollout rows in {com['commits']:,} transactions: {com['commit_s']:.1f} s  "
+    print(f"(b) commit {com['rows']:,} rollout rows ({com['chunks']:,} chunks) as the engine pool hands them over "
+          f"(every finished chunk at once), {com['commits']:,} transactions: {com['commit_s']:.1f} s  "
           f"(target < {TARGETS['commit_s']:g} s) {mark('commit_s')}; closing the store then checkpoints in "
           f"{com['close_checkpoint_s']:.1f} s")
+    print(f"    baseline in the same run, one chunk at a time (the in-process executor), {per_chunk['commits']:,} "
+          f"transactions: {per_chunk['commit_s']:.1f} s ({per_chunk['commit_s'] / max(com['commit_s'], 1e-9):.1f}x)")
     print(f"(c) report, {rep['resamples']:,} resamples, {rep['files']} files ({rep['report_mib']} MiB): "
           f"{rep['report_s']:.1f} s  (target < {TARGETS['report_s']:g} s) {mark('report_s')}")
     print(f"(d) peak RSS {figures['peak_rss_gib']:.2f} GiB (report {rep['peak_rss_mib']:,} MiB, resume "

@@ -62,12 +62,15 @@ def settings(section: type[M], **values: Any) -> M:
 
 
 def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | None,
-                     only_generating: bool = False, create: bool = True) -> tuple[BenchmarkSpec, Path]:
+                     only_generating: bool = False, create: bool = True,
+                     out: Path | None = None, check_out: bool = False) -> tuple[BenchmarkSpec, Path]:
     """What every spec-driven command checks before a flow starts, exiting with a readable error:
     the spec validates, every chosen teacher that generates has its problems file (so a run fails
     before any model loads), and the store (`--db`, else the spec's) is not locked by another
     process. `only_generating`: the chosen teachers must generate (`legival generate --spec`).
-    `create=False` (a dry run): the store is not created, and only checked when it exists."""
+    `create=False` (a dry run): the store is not created, and only checked when it exists.
+    `check_out`: the report directory (`out`, else the spec's `report.out`) must be writable, checked
+    before the store is created."""
     import os
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -86,6 +89,8 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
                 t.generate.jobs(s.datasets, t.name)
     except SpecError as e:
         fail(str(e))
+    if check_out:
+        writable_dir(out if out is not None else s.report.out, "--out" if out is not None else f"{spec_file}: report.out")
     db_path = (db or s.store).resolve()
     if not create and not db_path.exists():
         return s, db_path
@@ -100,11 +105,14 @@ def writable_dir(path: Path, what: str) -> Path:
     """Create the output directory `path` now and check that files can be written there, so that an
     unwritable report directory fails (exit 2, naming `what`) before any work, not with a traceback
     after it."""
+    import os
+    import tempfile
+
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".legival-write-check"
-        probe.write_bytes(b"")
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(prefix=".legival-write-check-", dir=path)  # a name of its own
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         fail(f"{what} {path}: cannot write there ({e.strerror or e})")
     return path

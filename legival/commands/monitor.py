@@ -60,9 +60,12 @@ def monitor(
     finally:
         engine.close()
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        metrics.write_csv(out / "monitor_metrics.csv")
-        corr.write_csv(out / "monitor_correlations.csv")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            metrics.write_csv(out / "monitor_metrics.csv")
+            corr.write_csv(out / "monitor_correlations.csv")
+        except OSError as e:  # verdicts are stored: only the CSV files are missing
+            fail(f"--out {out}: cannot write the CSV files ({e.strerror or e}); the verdicts are stored")
     pooled = {r["teacher"]: {k: r[k] for k in ("precision", "recall", "f1")}
               for r in metrics.filter((metrics["dataset"] == "all") & (metrics["condition"] == "all")).iter_rows(named=True)}
     emit_summary({"command": "monitor", **s.as_dict(), "per_teacher": pooled,

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from legival.app import DbOption, app, open_store, settings, writable_dir
-from legival.console import emit_summary, out_console
+from legival.console import emit_summary, fail, out_console
 from legival_core.spec import Efficiency, Report, Transfer, default_of
 
 
@@ -37,7 +37,10 @@ def report(
     t0 = time.perf_counter()
     with open_store(db, read_only=True) as store:
         writable_dir(out, "--out")
-        result = build_reports(store, out, config)
+        try:
+            result = build_reports(store, out, config)
+        except OSError as e:  # a report file that cannot be written (disk full, a directory in its place)
+            fail(f"--out {out}: cannot write the report ({e.strerror or e})")
     from legival.tables import print_report_table
     from legival_core.reports.coverage import summary_line
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from legival.app import DbOption, app, open_store, writable_dir
-from legival.console import emit_summary, progress_bar
+from legival.console import emit_summary, fail, progress_bar
 from legival_core.reports.rewards import N_BOOT
 from legival_core.rewards.models import spec_default
 
@@ -53,7 +53,10 @@ def rm(
                             progress=lambda name, done, total: bar.phase(name, done, total))
         corr = rm_correlations(store, n_boot=n_boot)
         if out is not None:
-            out.mkdir(parents=True, exist_ok=True)
-            corr.write_csv(out / "rm_correlations.csv")
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                corr.write_csv(out / "rm_correlations.csv")
+            except OSError as e:  # scores are stored: only the CSV file is missing
+                fail(f"--out {out}: cannot write rm_correlations.csv ({e.strerror or e}); the scores are stored")
     emit_summary({"command": "rm", **s.as_dict(), "correlation_rows": corr.height,
                   "wall_s": round(time.perf_counter() - t0, 3)})

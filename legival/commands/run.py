@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from legival.app import app, prepare_spec_run, writable_dir
+from legival.app import app, prepare_spec_run
 from legival.console import emit_summary, fail, out_console, progress_bar
 
 
@@ -33,8 +33,7 @@ def run(
         print_plan(spec, db, teacher or None, "run --dry-run")
         return
     t0 = time.perf_counter()
-    s, db_path = prepare_spec_run(spec, db, teacher or None)
-    writable_dir(out if out is not None else s.report.out, "--out" if out is not None else f"{spec}: report.out")
+    _, db_path = prepare_spec_run(spec, db, teacher or None, out=out, check_out=True)
     if progress_file is not None:
         os.environ["LEGIVAL_PROGRESS_FILE"] = str(progress_file.resolve())
 

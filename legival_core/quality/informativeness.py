@@ -107,13 +107,25 @@ def _with_prefix_space(tokenizer: Any, path: Path) -> Any:
     """bert-score encodes a sentence with ``add_prefix_space=True`` when its tokenizer is a GPT-2 or
     RoBERTa one (`bert_score.utils.sent_encode`). Under transformers 4, DeBERTa's tokenizer subclassed
     GPT-2's, so the paper's scores saw "ĠThe", not "The", as the first token. Under transformers 5 it
-    no longer does, and bert-score would silently drop the space: a byte-level BPE tokenizer that bert-score
-    does not recognise is loaded again with the prefix space set."""
-    from transformers import AutoTokenizer, GPT2Tokenizer, RobertaTokenizer
-
-    if isinstance(tokenizer, GPT2Tokenizer | RobertaTokenizer) or getattr(tokenizer, "add_prefix_space", None) is not False:
+    no longer does, and `encode` ignores an `add_prefix_space` keyword anyway, so bert-score would
+    silently drop the space: a tokenizer whose pre-tokenizer is byte-level without the prefix space is
+    loaded again with it set (a WordPiece or SentencePiece tokenizer is left alone)."""
+    if not _byte_level_without_prefix_space(tokenizer):
         return tokenizer
+    from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(str(path), add_prefix_space=True)
+
+
+def _byte_level_without_prefix_space(tokenizer: Any) -> bool:
+    import json
+
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    pre = json.loads(backend.to_str()).get("pre_tokenizer") or {}
+    parts = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
+    return any(p.get("type") == "ByteLevel" and not p.get("add_prefix_space") for p in parts)
 
 
 def load_bleurt(ckpt: str = DEFAULT_BLEURT_CKPT) -> Scorer | Unavailable:

@@ -279,7 +279,12 @@ def test_an_unwritable_output_place_is_an_error_before_any_work(db: Path, tmp_pa
     for command in (["rm"], ["monitor", "--supervisor", "smollm2"]):  # long commands: refused before any model loads
         assert_error(legival(*command, "--db", str(db), "--out", str(blocker / command[0])), "--out",
                      "cannot write there")
+    taken = tmp_path / "rep"
+    (taken / "teacher_metrics.csv").mkdir(parents=True)  # a directory where a report file goes
+    assert_error(legival("report", "--db", str(db), "--out", str(taken)), "--out", "cannot write the report")
     assert snapshot(db) == before
     spec = REPO / "examples" / "demo.yaml"
     assert_error(legival("run", str(spec), "--db", str(tmp_path / "run.duckdb"), "--out", str(blocker / "rep")),
                  "--out", "cannot write there")
+    assert not (tmp_path / "run.duckdb").exists()  # refused before the store is created
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".legival")) == []

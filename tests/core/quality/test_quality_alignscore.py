@@ -286,3 +286,18 @@ def test_bertscore_through_bert_score_with_a_tiny_deberta(tmp_path: Path) -> Non
     rows = run([QualityUnit("t1", "gsm8k", refs[0], cands[0], "What is it?")])
     assert [(r["trace_id"], r["metric"], r["status"]) for r in rows] == [("t1", "bertscore_f1", "ok")]
     assert rows[0]["value"] == pytest.approx(got[0], abs=1e-6)
+
+
+def test_only_a_byte_level_tokenizer_gets_the_leading_space(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from legival_core.quality.informativeness import _with_prefix_space
+    from tests.core.quality.test_quality_consistency import tiny_tokenizer_dir
+
+    deberta = tiny_deberta_dir(tmp_path / "deberta-xlarge-mnli", layers=1)
+    fixed = _with_prefix_space(AutoTokenizer.from_pretrained(str(deberta)), deberta)
+    assert fixed.encode("one", add_special_tokens=False)[0] == fixed.convert_tokens_to_ids("Ġ")
+    assert _with_prefix_space(fixed, deberta) is fixed  # already set: kept
+    wordpiece_dir = tiny_tokenizer_dir(tmp_path / "bert")
+    wordpiece = AutoTokenizer.from_pretrained(str(wordpiece_dir))
+    assert _with_prefix_space(wordpiece, wordpiece_dir) is wordpiece
