@@ -42,7 +42,7 @@ from legival_core.transfer.planner import (
     student_messages,
 )
 from legival_core.transfer.students import make_student_backend
-from legival_core.types import Grade, Problem, Span, Steps, canonical_json
+from legival_core.types import Grade, Problem, Steps, canonical_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -150,7 +150,7 @@ def _build_transfer_traces(store: Store, rows: pl.DataFrame, ids: list[str], tea
                               strict=True):
         reasoning, question, gold, choices = inputs[tid]
         problem = Problem(d, pid, question, gold, tuple(json.loads(choices)) if choices else ())
-        out.append(TransferTrace(tid, t, d, problem, Steps(reasoning, tuple(map(Span._make, spans[tid])))))
+        out.append(TransferTrace(tid, t, d, problem, Steps(reasoning, tuple(spans[tid]))))
     return out
 
 

@@ -7,10 +7,12 @@ typed rows so that a stage's `run` needs no store at all (it may run on another 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from legival_core.bulk import gc_paused
 from legival_core.store.db import Store
+from legival_core.types import Span
 
 if TYPE_CHECKING:
     import polars as pl
@@ -58,11 +60,12 @@ def traces_missing_metric(store: Store, metric: str, params: str, code_version: 
     )
 
 
-def step_spans(store: Store, trace_ids: Sequence[str], segmenter: str) -> dict[str, list[tuple[int, int]]]:
-    """trace_id -> [(start, end), ...] in step order (traces with no steps map to []).
+def step_spans(store: Store, trace_ids: Sequence[str], segmenter: str) -> dict[str, list[Span]]:
+    """trace_id -> [Span(start, end), ...] in step order (traces with no steps map to []).
 
-    Read as Arrow columns and cut per trace (a transfer plan asks for millions of spans)."""
-    out: dict[str, list[tuple[int, int]]] = {t: [] for t in trace_ids}
+    Read as Arrow columns and cut per trace (a transfer plan asks for millions of spans: each is built
+    once, as the `Span` the caller keeps, not as a pair converted later)."""
+    out: dict[str, list[Span]] = {t: [] for t in trace_ids}
     if not trace_ids:
         return out
     frame = store._query_ids(
@@ -72,7 +75,9 @@ def step_spans(store: Store, trace_ids: Sequence[str], segmenter: str) -> dict[s
         [segmenter],
     )
     with gc_paused():  # millions of tuples at paper scale
-        pairs = list(zip(frame["start_char"].to_list(), frame["end_char"].to_list(), strict=True))
+        # tuple.__new__(Span, pair) is what Span._make runs, without a Python frame per span (2x faster)
+        pairs: list[Span] = list(map(tuple.__new__, repeat(Span), zip(frame["start_char"].to_list(),
+                                                                      frame["end_char"].to_list(), strict=True)))
         runs = frame["trace_id"].rle()
         at = 0
         for n, tid in zip(runs.struct.field("len").to_list(), runs.struct.field("value").to_list(), strict=True):
