@@ -79,8 +79,9 @@ class RecordingExecutor:
         self.keys: list[tuple[str, str, int]] = []
 
     def run(self, work: Any, units: Any) -> Any:
+        key = work.process.config.student_key  # a hash: once per shard, not per rollout (1.4 s of 57k)
         for trace, plans in units:
-            self.keys.extend((trace.trace_id, work.process.config.student_key, p.k) for p in plans)
+            self.keys.extend((trace.trace_id, key, p.k) for p in plans)
         return iter(())
 
 
