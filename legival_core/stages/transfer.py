@@ -237,7 +237,7 @@ class TransferStage:
         c = self.config
         none: frozenset[int] = frozenset()
         with gc_paused():
-            return [(t, [p for p in plan_trace(t.trace_id, t.steps, c) if p.k not in done.get(t.trace_id, none)])
+            return [(t, plan_trace(t.trace_id, t.steps, c, done.get(t.trace_id, none)))
                     for t in load_transfer_traces(store, rows, self.teacher, self.dataset)]
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:

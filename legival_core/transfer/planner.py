@@ -114,15 +114,17 @@ def depth_bins(m: int, config: StudentConfig) -> tuple[tuple[int, int], ...]:
     return _depth_bins(m, config.step_interval, config.n_bins, config.profile) if m >= 1 else ()
 
 
-def plan_trace(trace_id: str, steps: Steps, config: StudentConfig) -> list[PlannedRollout]:
+def plan_trace(trace_id: str, steps: Steps, config: StudentConfig,
+               stored: frozenset[int] = frozenset()) -> list[PlannedRollout]:
     """The rollouts of one transfer trace in ascending depth (the order that keeps a prefix cache
-    warm). A trace with no steps takes no part in transfer utility: it gets no plan."""
+    warm), less the depths in `stored` (a resume: only the missing ones are built, not ~36 per trace
+    to keep one). A trace with no steps takes no part in transfer utility: it gets no plan."""
     m = steps.m
     if m < 1:
         return []
     profile = config.profile
     return [PlannedRollout(trace_id, k, m, b, steps, profile)
-            for k, b in _depth_bins(m, config.step_interval, config.n_bins, profile)]
+            for k, b in _depth_bins(m, config.step_interval, config.n_bins, profile) if k not in stored]
 
 
 def student_messages(system_prompt: str, question: str, prefix: str) -> list[ChatMessage]:
