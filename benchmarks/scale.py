@@ -409,7 +409,8 @@ def main() -> None:
           f"{TARGETS['paper_plan_s']:g} s) {mark('paper_plan_s')}; peak RSS {pln['peak_rss_mib']:,} MiB")
     print(f"machine: load average {end_load[0]} {end_load[1]} {end_load[2]} at the end", flush=True)
     print(json.dumps({"figures": figures, "targets": TARGETS, "ok": ok, "exact": res["exact"], "store_bytes": size,
-                      "generate": gen, "resume": res, "commit": com, "report": rep, "plan": pln,
+                      "generate": gen, "resume": res, "commit": com, "commit_per_chunk": per_chunk, "report": rep,
+                      "plan": pln,
                       "load_start": load, "load_end": end_load}), flush=True)
 
 

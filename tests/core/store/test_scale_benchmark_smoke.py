@@ -33,6 +33,11 @@ def test_scale_benchmark_runs_at_tiny_scale(tmp_path: Path) -> None:
     assert res["deleted"] == res["planned_missing"] == res["sampled"] > 0
     assert res["shards"] == 72
     assert com["rows"] == com["stored"] == 2000 and com["commits"] > 1
+    # as the engine pool hands them over: sets of finished chunks, never more transactions than chunks;
+    # the baseline: one transaction per chunk
+    per = result["commit_per_chunk"]
+    assert com["commits"] <= com["chunks"] and per["rows"] == per["stored"] == 2000
+    assert per["commits"] == per["chunks"] == com["chunks"]
     assert rep["files"] >= 15 and rep["resamples"] == 1000 and rep["rollouts_counted"] == gen["rollouts"]
     assert result["store_bytes"] == store.stat().st_size
     pln = result["plan"]  # the paper matrix's teachers generate: their rollouts wait for their traces
