@@ -38,8 +38,9 @@ from legival_core.transfer.planner import StudentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
-GEN_VERSION = "1"
-"""Part of the cached store's name: bump when the generated rows change."""
+GEN_VERSION = "2"
+"""Part of the cached store's name: bump when the generated rows or their storage change (2: built
+with `traces.reasoning` uncompressed, legival_core/store/schema.py)."""
 
 TEACHERS = (
     "deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-qwen-7b", "deepseek-r1-distill-qwen-14b",

@@ -211,7 +211,9 @@ class TransferStage:
         rows, s.empty_correct_traces = transfer_rows(store, self.teacher, self.dataset, self.limit)
         s.transfer_traces = rows.height
         c = self.config
-        if not store.read_only:  # registration only: a plan on a read-only store (`legival plan`) skips it
+        # registration only: a plan on a read-only store (`legival plan`) skips it, and a stored key is
+        # left alone as the insert would (a read instead of a transaction per shard of a resume)
+        if not store.read_only and not reads.student_stored(store, c.student_key):
             with store.transaction():
                 store.insert_rows("students", [{
                     "student_key": c.student_key, "name": c.name, "model": c.model,

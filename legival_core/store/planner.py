@@ -33,7 +33,17 @@ def traces_missing_steps(store: Store, segmenter: str) -> pl.DataFrame:
     """(trace_id, reasoning) of the traces with no steps for `segmenter`.
 
     The ids first, then the text of those only: an anti join that projects `reasoning` reads the
-    whole text column even when nothing is missing (every shard of a resumed run asks)."""
+    whole text column even when nothing is missing (every shard of a resumed run asks). Before the
+    anti join (37 ms per shard at 100k traces), two counts: traces are never deleted and a step
+    count is only stored for a stored trace (PRIMARY KEY (trace_id, segmenter)), so as many step
+    counts of `segmenter` as traces means none is missing (~2 ms)."""
+    import polars as pl
+
+    none = pl.DataFrame(schema={"trace_id": pl.Utf8, "reasoning": pl.Utf8})
+    (traces, counted), = store._run(
+        "SELECT (SELECT count(*) FROM traces), (SELECT count(*) FROM step_counts WHERE segmenter = ?)", [segmenter])
+    if traces == counted:
+        return none
     ids = store._query(
         "SELECT t.trace_id FROM traces t "
         "WHERE NOT EXISTS (SELECT 1 FROM step_counts c WHERE c.trace_id = t.trace_id "
@@ -41,9 +51,7 @@ def traces_missing_steps(store: Store, segmenter: str) -> pl.DataFrame:
         [segmenter],
     )
     if ids.height == 0:
-        import polars as pl
-
-        return pl.DataFrame(schema={"trace_id": pl.Utf8, "reasoning": pl.Utf8})
+        return none
     return store._query_ids(
         ids["trace_id"].to_list(),
         "SELECT t.trace_id, t.reasoning FROM traces t JOIN _ids USING (trace_id) ORDER BY t.trace_id",
@@ -184,6 +192,10 @@ def transfer_inputs(store: Store, trace_ids: Sequence[str], teacher: str | None 
         + (" WHERE " + " AND ".join(where) if where else ""),
         params,
     )
+
+
+def student_stored(store: Store, student_key: str) -> bool:
+    return bool(store._run("SELECT count(*) FROM students WHERE student_key = ?", [student_key])[0][0])
 
 
 def stored_rollout_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> dict[str, frozenset[int]]:

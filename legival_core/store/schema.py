@@ -1,6 +1,12 @@
 """The store's schema: every table, its primary key (content keys, so a rerun never duplicates).
 
 Bump `SCHEMA_VERSION` when a table changes shape.
+
+`traces.reasoning` is stored uncompressed: DuckDB picks ZSTD for long strings, and reading any trace's
+text then decompresses the vectors around it. A resume plan reads the text of a few hundred traces
+of a cell per shard; on the paper-scale store that took 86 ms per shard with ZSTD and 11 ms
+uncompressed (`benchmarks/scale.py`, docs/reports.md "Scale"), for a file ~4.6x larger in that
+column (761 MB of text at 100k traces). Stores created before keep ZSTD (same shape, same version).
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ CREATE TABLE IF NOT EXISTS problems (
     PRIMARY KEY (dataset, problem_id));
 CREATE TABLE IF NOT EXISTS traces (
     trace_id VARCHAR PRIMARY KEY, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
-    problem_id VARCHAR NOT NULL, reasoning VARCHAR NOT NULL, answer_text VARCHAR NOT NULL,
-    truncated BOOLEAN NOT NULL, source_correct BOOLEAN, source_file VARCHAR, source_line INTEGER,
+    problem_id VARCHAR NOT NULL, reasoning VARCHAR NOT NULL USING COMPRESSION uncompressed,
+    answer_text VARCHAR NOT NULL, truncated BOOLEAN NOT NULL, source_correct BOOLEAN, source_file VARCHAR, source_line INTEGER,
     provenance VARCHAR, ingested_at TIMESTAMP DEFAULT current_timestamp);
 CREATE TABLE IF NOT EXISTS grades (
     trace_id VARCHAR NOT NULL, grader VARCHAR NOT NULL, extracted VARCHAR, correct BOOLEAN NOT NULL,
