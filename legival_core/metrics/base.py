@@ -110,6 +110,9 @@ class MetricInfo:
     """Whether the column enters the Spearman correlation matrix."""
     group: str | None = None
     """The gCoT dimension a text-quality metric belongs to (`dim_<group>`), else None."""
+    inputs: tuple[TraceMetric, ...] = ()
+    """Source "derived": the stored per-trace metrics its `derive` reads (besides the grades), so a
+    run diff names them as a cause of its change (`reports.runs.dependencies`)."""
 
     @property
     def ranked(self) -> bool:
@@ -150,10 +153,11 @@ def metric(
     rank: bool | None = None,
     correlate: bool = True,
     group: str | None = None,
+    inputs: tuple[TraceMetric, ...] = (),
 ) -> MetricInfo:
     """Register one report column; returns its `MetricInfo`."""
     info = MetricInfo(name, unit, direction, level, section, stage, description, source, stored, aggregate,
-                      order, in_teacher_dataset, family, derive, complete_only, rank, correlate, group)
+                      order, in_teacher_dataset, family, derive, complete_only, rank, correlate, group, inputs)
     register("metric", name, info, description=description, meta=info)
     return info
 

@@ -49,5 +49,5 @@ metric("token_len_mean", unit="tokens", direction="lower", section="SPEC §3", s
        stored=TOKEN_LEN, aggregate="mean", order=300,
        description="mean cl100k_base token length of the reasoning (complete traces)")
 metric("token_len_norm", unit="ratio", direction="lower", section="SPEC §3", stage="efficiency",
-       source="derived", derive=with_token_len_norm, order=310,
+       source="derived", derive=with_token_len_norm, inputs=(TOKEN_LEN,), order=310,
        description="token length / the problem's median over every teacher's correct traces")

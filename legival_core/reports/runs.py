@@ -209,8 +209,8 @@ def dependencies(metric: str, versions: dict[str, Any]) -> list[str]:
         return []
     if info.source == "trace" and info.stored is not None:
         return [f"metric:{info.stored.name}", *(["judge"] if info.stored.judged else [])]
-    if info.source in ("derived", "grades"):  # from grades, and from the stored metric it is named after
-        return ["graders", *[k for k in efficiency if metric.startswith(k.removeprefix("metric:") + "_")]]
+    if info.source in ("derived", "grades"):  # from the grades, and from the stored metrics it declares
+        return ["graders", *[f"metric:{tm.name}" for tm in info.inputs]]
     if info.source == "transfer":
         return ["students", "graders", "bins"]
     if info.source == "monitor":

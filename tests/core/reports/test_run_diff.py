@@ -149,6 +149,11 @@ def test_causes_follow_each_metrics_own_inputs() -> None:
     assert dependencies("cohesion", versions) == ["metric:cohesion"]
     assert set(dependencies("global_index", versions)) == {"metric:clarity_clx", "metric:cohesion"}
     assert dependencies("monitor_f1", versions) == ["monitor"]
+    # a derived column's stored inputs are declared on its MetricInfo, not guessed from its name
+    from legival_core.metrics.base import metrics_from
+
+    assert {m.name: [tm.name for tm in m.inputs] for m in metrics_from("derived", "grades")} == \
+        {"accuracy": [], "token_len_norm": ["token_len"]}
 
 
 def test_markdown_artifact_escapes_trace_controlled_names() -> None:
