@@ -34,9 +34,11 @@ def traces_missing_steps(store: Store, segmenter: str) -> pl.DataFrame:
 
     The ids first, then the text of those only: an anti join that projects `reasoning` reads the
     whole text column even when nothing is missing (every shard of a resumed run asks). Before the
-    anti join (37 ms per shard at 100k traces), two counts: traces are never deleted and a step
-    count is only stored for a stored trace (PRIMARY KEY (trace_id, segmenter)), so as many step
-    counts of `segmenter` as traces means none is missing (~2 ms)."""
+    anti join (37 ms per shard at 100k traces), two counts (~2 ms): as many step counts of
+    `segmenter` as traces means none is missing. That rests on two rules of this package, not on a
+    key (the primary key only stops a trace being counted twice): traces are append-only (no
+    statement deletes or rewrites one: `tests/core/test_architecture.py` checks) and a step count is
+    only inserted for a trace read from `traces` (the segment stage)."""
     import polars as pl
 
     none = pl.DataFrame(schema={"trace_id": pl.Utf8, "reasoning": pl.Utf8})

@@ -2,11 +2,12 @@
 
 Bump `SCHEMA_VERSION` when a table changes shape.
 
-`traces.reasoning` is stored uncompressed: DuckDB picks ZSTD for long strings, and reading any trace's
-text then decompresses the vectors around it. A resume plan reads the text of a few hundred traces
-of a cell per shard; on the paper-scale store that took 86 ms per shard with ZSTD and 11 ms
-uncompressed (`benchmarks/scale.py`, docs/reports.md "Scale"), for a file ~4.6x larger in that
-column (761 MB of text at 100k traces). Stores created before keep ZSTD (same shape, same version).
+`traces.reasoning` is stored uncompressed: DuckDB picks ZSTD for segments of long strings (average
+>= 4,096 characters), and reading any trace's text then decompresses the vectors around it. A resume
+plan reads the text of a few hundred traces of a cell per shard; on the paper-scale store that took
+86 ms per shard with ZSTD and 11 ms uncompressed (docs/decisions.md "Store", docs/reports.md "Scale"),
+for a column ~4.6x larger there. Stores created before keep the compression DuckDB chose (same shape,
+same version).
 """
 
 from __future__ import annotations

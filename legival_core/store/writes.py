@@ -1,5 +1,8 @@
 """Every write that is more than an idempotent insert: replacing rows, updating a state. Each runs in
-one transaction, so a crash leaves the old rows or the new ones, never neither."""
+one transaction, so a crash leaves the old rows or the new ones, never neither.
+
+Traces are append-only: nothing here (or anywhere) deletes or rewrites a row of `traces`, which
+`planner.traces_missing_steps` relies on (and `tests/core/test_architecture.py` checks)."""
 
 from __future__ import annotations
 

@@ -50,6 +50,21 @@ def test_no_sql_outside_the_store_package() -> None:
     assert offenders == []
 
 
+TRACE_REWRITE = re.compile(r"\b(?:DELETE\s+FROM|UPDATE|TRUNCATE(?:\s+TABLE)?|DROP\s+TABLE(?:\s+IF\s+EXISTS)?)\s+traces\b"
+                           r"|\bINSERT\s+OR\s+REPLACE\s+INTO\s+traces\b", re.IGNORECASE)
+
+
+def test_traces_are_append_only() -> None:
+    """`store.planner.traces_missing_steps` answers "none missing" from count(traces) == count(step
+    counts): a deleted or replaced trace would let a trace without steps pass unseen."""
+    offenders = [f"{p.relative_to(REPO)}:{n}: {line.strip()}" for p in _modules()
+                 for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1)
+                 if TRACE_REWRITE.search(line)]
+    assert offenders == []
+    assert TRACE_REWRITE.search('"DELETE FROM traces WHERE trace_id = ?"')
+    assert TRACE_REWRITE.search("update traces set reasoning = ?") and not TRACE_REWRITE.search("DELETE FROM trace_metrics")
+
+
 def test_the_sql_detector_can_fire() -> None:
     assert SQL.search('"SELECT trace_id FROM traces"') and SQL.search("DELETE FROM trace_metrics")
     assert SQL.search("UPDATE judge_batches SET state = ?") and not SQL.search("select the traces from a file")

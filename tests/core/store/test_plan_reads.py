@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.spec import student_config
@@ -30,15 +33,32 @@ def _missing(store: Store) -> list[str]:
     return sorted(reads.traces_missing_steps(store, SEGMENTER_VERSION)["trace_id"].to_list())
 
 
-def test_traces_missing_steps_before_and_after_segmenting_and_a_new_trace(store: Store, tmp_path: Path) -> None:
+def _counting(monkeypatch: pytest.MonkeyPatch, store: Store, method: str) -> list[str]:
+    """Record each call of one of the store's methods (the real method still runs)."""
+    calls: list[str] = []
+    real = getattr(store, method)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(args[0]) if args else "")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store, method, spy)
+    return calls
+
+
+def test_traces_missing_steps_before_and_after_segmenting_and_a_new_trace(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ingest_file(store, _write(tmp_path / "a.jsonl", ["gsm8k-test-1", "gsm8k-test-2"]))
     first = _missing(store)
     assert len(first) == 2
     frame = reads.traces_missing_steps(store, SEGMENTER_VERSION)
     assert frame.columns == ["trace_id", "reasoning"] and all("9 times 2" in r for r in frame["reasoning"])
     run_stage(SegmentStage(), store)
-    none = reads.traces_missing_steps(store, SEGMENTER_VERSION)  # the counts agree: no anti join
+    queries = _counting(monkeypatch, store, "_query")
+    none = reads.traces_missing_steps(store, SEGMENTER_VERSION)
     assert none.height == 0 and none.columns == ["trace_id", "reasoning"]
+    assert queries == []  # the counts agreed: no anti join ran
+    monkeypatch.undo()
     assert reads.traces_missing_steps(store, "another-segmenter").height == 2  # counts per segmenter
     ingest_file(store, _write(tmp_path / "b.jsonl", ["gsm8k-test-3"]))
     (new,) = _missing(store)
@@ -47,7 +67,8 @@ def test_traces_missing_steps_before_and_after_segmenting_and_a_new_trace(store:
     assert _missing(store) == []
 
 
-def test_the_student_is_registered_once_and_each_shard_plans_the_same(store: Store, tmp_path: Path) -> None:
+def test_the_student_is_registered_once_and_each_shard_plans_the_same(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ingest_file(store, _write(tmp_path / "a.jsonl", ["gsm8k-test-1", "gsm8k-test-2"]))
     cfg = student_config(name="s", backend="scripted", model="scripted-1", max_new_tokens=50)
     assert not reads.student_stored(store, cfg.student_key)
@@ -56,7 +77,10 @@ def test_the_student_is_registered_once_and_each_shard_plans_the_same(store: Sto
     first = stage.plan(store)
     assert reads.student_stored(store, cfg.student_key)
     assert sql_rows(store, "SELECT student_key, name, model FROM students") == [(cfg.student_key, "s", "scripted-1")]
+    transactions = _counting(monkeypatch, store, "transaction")
     again = stage.plan(store)  # registered: a read, and the same plan
+    assert transactions == []
+    monkeypatch.undo()
     assert sql_rows(store, "SELECT count(*) FROM students") == [(1,)]
     assert [(t.trace_id, [p.k for p in ps]) for t, ps in again.units] == \
         [(t.trace_id, [p.k for p in ps]) for t, ps in first.units]
