@@ -36,6 +36,9 @@ def report(
                           rep.resamples, rep.seed, rep.dashboard_traces)
     t0 = time.perf_counter()
     with open_store(db, read_only=True) as store:
+        if store.count("traces") == 0:  # e.g. the first ingest was refused: no teacher, nothing to rank
+            fail(f"{db}: no traces stored yet, nothing to report (store some with `legival ingest FILE --db {db}` "
+                 f"or `legival run SPEC --db {db}`)")
         writable_dir(out, "--out")
         try:
             result = build_reports(store, out, config)

@@ -288,3 +288,17 @@ def test_an_unwritable_output_place_is_an_error_before_any_work(db: Path, tmp_pa
                  "--out", "cannot write there")
     assert not (tmp_path / "run.duckdb").exists()  # refused before the store is created
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".legival")) == []
+
+
+def test_report_on_a_store_without_traces_says_what_to_do(tmp_path: Path) -> None:
+    """A first ingest that was refused leaves an empty store; `report` on it (the order a new user may
+    try) is one error line pointing at ingest or run, not a plotting traceback, and writes no file."""
+    bad = tmp_path / "no_model.jsonl"
+    bad.write_text(json.dumps({"dataset": "gsm8k", "problem_id": "gsm8k-test-1", "problem": "q",
+                               "gold_answer": "1", "reasoning": "r.", "response": "\\boxed{1}"}) + "\n")
+    db = tmp_path / "s.duckdb"
+    assert_error(legival("ingest", str(bad), "--db", str(db)), "no_model.jsonl:1", "'model'")
+    line = assert_error(legival("report", "--db", str(db), "--out", str(tmp_path / "rep")), "no traces stored yet",
+                        "legival ingest FILE --db")
+    assert str(db) in line
+    assert not (tmp_path / "rep").exists()
