@@ -1,7 +1,13 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo test check lint typecheck layers bench
+# The whole suite on every core: pytest-xdist hands out groups (a module, or the tests sharing one
+# server, cluster or engine: tests/conftest.py), the longest first (tests/durations.json); the 20
+# slowest tests are printed at the end (docs/testing.md keeps the table).
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
+.PHONY: install demo test test-fast test-durations check lint typecheck layers bench
 
 install:
 	bash scripts/install.sh
@@ -10,7 +16,17 @@ demo: install
 	bash scripts/demo.sh
 
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) --durations=20
+
+# The whole suite, writing each test's duration to tests/durations.json (what orders the groups,
+# longest first): run it on an idle machine after adding slow tests, and commit the file.
+test-durations: install
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) --store-durations --durations=20
+
+# The unit tests alone (modules measured under 10 s in tests/durations.json, no `slow`/`vllm` marker:
+# no real model run, server or cluster): the inner loop, under 2 minutes.
+test-fast: install
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) --fast --durations=10
 
 check: install lint typecheck layers
 

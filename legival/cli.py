@@ -17,12 +17,5 @@ __all__ = ["app"]
 
 
 def main() -> None:
-    """The console script: the app, with a broken plugin reported as an `error:` line (exit 2)."""
-    from legival.console import fail
-    from legival_core.registry import PluginError
-    from legival_core.store import StoreError
-
-    try:
-        app()
-    except (PluginError, StoreError) as e:
-        fail(str(e))
+    """The console script: the app (its group holds the error boundary, `legival.app.LegivalGroup`)."""
+    app()

@@ -29,6 +29,8 @@ Loader = Callable[[Path], Iterator[Problem]]
 
 @dataclass(frozen=True, slots=True)
 class DatasetSpec:
+    """A dataset: its loaders, grader, student prompts and judge rubric (registered by `register_dataset`)."""
+
     name: str
     grader: Grader
     loaders: dict[str, Loader] = field(default_factory=dict)
@@ -50,8 +52,13 @@ class DatasetSpec:
 
 
 def register_dataset(spec: DatasetSpec) -> DatasetSpec:
-    register("dataset", spec.name, spec, aliases=spec.aliases)
-    register("grader", spec.name, spec.grader, aliases=spec.aliases)
+    """Register the dataset and its grader, each with a line `legival list` shows (the spec is an
+    instance, so no docstring of its own describes it)."""
+    formats = ", ".join(spec.loaders) or "no file loader"
+    register("dataset", spec.name, spec, aliases=spec.aliases,
+             description=f"{spec.name} problems ({formats}); grader version {spec.grader_version}")
+    register("grader", spec.name, spec.grader, aliases=spec.aliases,
+             description=f"answer grader of {spec.name} (version {spec.grader_version})")
     return spec
 
 

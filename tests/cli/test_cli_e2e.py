@@ -1,26 +1,28 @@
-"""End to end through the real command line: ingest -> efficiency -> report on real traces."""
+"""End to end through the command line: ingest -> efficiency -> report on real traces. The commands run
+in-process through the typer app (tests/_cli.py); `test_cli_on_bundled_traces_and_errors` goes through
+the real console entry point in a subprocess."""
 
 from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests._cli import Ran, entry_point
+from tests._cli import legival as run_legival
 from tests.conftest import EXAMPLES, FIXTURES
 
 
-def legival(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True)
+def legival(*args: str, check: bool = True, subprocess: bool = False) -> Ran:
+    p = (entry_point if subprocess else run_legival)(*args)
     if check and p.returncode != 0:
         raise AssertionError(f"legival {args} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     return p
 
 
-def last_json(p: subprocess.CompletedProcess[str]) -> dict:
+def last_json(p: Ran) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
@@ -51,13 +53,14 @@ def test_ingest_efficiency_report_on_shared_traces(shared_data: Path, tmp_path: 
 
 def test_cli_on_bundled_traces_and_errors(tmp_path: Path) -> None:
     db = tmp_path / "b.duckdb"
-    legival("ingest", str(EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"), "--db", str(db))
+    legival("ingest", str(EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"), "--db", str(db), subprocess=True)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"model": "x"}\n', encoding="utf-8")
-    p = legival("ingest", str(bad), "--db", str(db), check=False)
+    p = legival("ingest", str(bad), "--db", str(db), check=False, subprocess=True)
     assert p.returncode == 2
-    assert f"{bad}:1: field 'dataset'" in p.stderr
-    p = legival("grade", str(bad), "--dataset", "gsm8k", "--out", str(tmp_path / "o.jsonl"), check=False)
+    assert f"{bad}:1: field 'dataset'" in p.stderr and "Traceback" not in p.stderr
+    p = legival("grade", str(bad), "--dataset", "gsm8k", "--out", str(tmp_path / "o.jsonl"), check=False,
+                subprocess=True)
     assert p.returncode == 2 and "field 'pred'" in p.stderr
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from legival_core.store import TABLES, Store
+from tests._cli import Ran
+from tests._cli import legival as run_legival
 from tests._sql import rows
 from tests.conftest import EXAMPLES, REPO
 
@@ -21,17 +21,17 @@ SAMPLE = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
 DEEP = "[" * 5000
 
 
-def legival(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, timeout=timeout)
+def legival(*args: str, timeout: float = 180) -> Ran:
+    return run_legival(*args, timeout=timeout)
 
 
-def summary(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def summary(p: Ran) -> dict[str, Any]:
     assert p.returncode == 0, p.stderr
     out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
     return out
 
 
-def assert_error(p: subprocess.CompletedProcess[str], *fragments: str) -> str:
+def assert_error(p: Ran, *fragments: str) -> str:
     """Exit 2, an `error:` line holding every fragment, and no traceback anywhere; returns the line."""
     assert "Traceback" not in p.stderr + p.stdout, p.stderr
     assert p.returncode == 2, (p.returncode, p.stderr)

@@ -21,21 +21,23 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import Ran
+from tests._cli import legival as run_legival
 from tests.conftest import EXAMPLES
 
 TRACES = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
 METRIC_FILES = ("teacher_metrics.csv", "teacher_dataset_metrics.csv", "teacher_dataset_student_metrics.csv")
 
 
-def legival(*args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, timeout=900)
+def legival(*args: str, ok: bool = True) -> Ran:
+    r = run_legival(*args)
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
     if ok:
         assert r.returncode == 0, f"legival {args}: {r.stderr[-3000:]}"
     return r
 
 
-def summary(r: subprocess.CompletedProcess[str]) -> dict[str, object]:
+def summary(r: Ran) -> dict[str, object]:
     out: dict[str, object] = json.loads(r.stdout.strip().splitlines()[-1])
     return out
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._cli import legival
 from tests.conftest import REPO
 
 PRODUCTION = ("legival_core", "legival", "flows", "tasks", "deployments")
@@ -96,10 +97,24 @@ def test_every_report_metric_is_registered_with_its_meaning() -> None:
 def test_list_metrics_shows_every_metric_with_its_direction() -> None:
     from legival_core.metrics.base import all_metrics
 
-    r = subprocess.run([sys.executable, "-m", "legival", "list", "metrics"], capture_output=True, text=True,
-                       timeout=300)
+    r = legival("list", "metrics")
     assert r.returncode == 0, r.stderr
     lines = {ln.split()[0]: ln for ln in r.stdout.splitlines()[1:-1] if ln.startswith("  ")}
     for m in all_metrics():
         want = {"higher": "higher is better", "lower": "lower is better"}.get(m.direction or "", " - ")
         assert m.name in lines and want.strip() in lines[m.name], m.name
+
+
+def test_every_registered_entry_has_a_readable_description() -> None:
+    """`legival list` shows each entry's description: never a dataclass's generated signature (what an
+    instance registered without a description of its own would show) and never empty."""
+    import re
+
+    from legival_core.registry import KINDS, entries
+
+    for kind in KINDS:
+        for e in entries(kind):  # type: ignore[arg-type]
+            assert e.description.strip(), (kind, e.name)
+            assert not re.match(r"^\w+\(\w+: '", e.description), (kind, e.name, e.description[:80])
+    r = legival("list", "datasets")
+    assert r.returncode == 0 and "DatasetSpec(" not in r.stdout and "gsm8k problems" in r.stdout

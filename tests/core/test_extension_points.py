@@ -3,8 +3,9 @@ edited. A new efficiency metric reaches teacher_dataset_metrics.csv, the ranks, 
 Pareto pickers and the correlation matrix; a new student backend is usable by `legival transfer
 --backend NAME`; a plugin module outside the package is found through LEGIVAL_PLUGINS.
 
-The modules are written into the installed package (an editable install: the repository) for the
-duration of one test and removed afterwards; everything runs through the real `legival` entry point.
+The modules are written into a copy of the packages in a temporary directory put first on PYTHONPATH
+(so the repository is never edited and tests may run in parallel); everything runs through the real
+`legival` entry point, in a new process that imports the copy.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import csv
 import json
 import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests._cli import entry_point
 from tests.conftest import REPO
 from tests.core.reports.test_demo_snapshot import load_demo_store
 
@@ -77,26 +78,34 @@ def make_echo(model=None, dtype=None, **options):
 '''
 
 
-def _legival(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    r = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, timeout=900,
-                       env=env)
+def _legival(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> dict[str, object]:
+    r = entry_point(*args, env=env, cwd=cwd)
     assert r.returncode == 0, f"legival {args}: {r.stderr[-3000:]}"
     assert "Traceback" not in r.stderr
-    last = r.stdout.strip().splitlines()[-1]
-    summary: dict[str, object] = json.loads(last)
+    summary: dict[str, object] = r.summary()
     summary["_stdout"] = r.stdout
     return summary
 
 
+@dataclass(frozen=True)
+class PackageCopy:
+    """The project's packages copied under `root`, and the environment whose interpreters import them."""
+
+    root: Path
+    env: dict[str, str]
+
+
 @pytest.fixture
-def module_in_package() -> Iterator[list[Path]]:
-    """Files written into the package during a test, removed (with their bytecode) afterwards."""
-    written: list[Path] = []
-    yield written
-    for path in written:
-        path.unlink(missing_ok=True)
-        for pyc in (path.parent / "__pycache__").glob(f"{path.stem}.*.pyc"):
-            pyc.unlink(missing_ok=True)
+def package_copy(tmp_path: Path) -> PackageCopy:
+    """`legival` and `legival_core` copied (bytecode included, mtimes kept, so nothing recompiles) into a
+    temporary directory that comes first on PYTHONPATH: a test drops its module into the copy exactly
+    where a contributor would drop it into the repository. Commands run with the copy as working
+    directory (`python -m` puts the working directory before PYTHONPATH)."""
+    root = tmp_path / "site"
+    for package in ("legival", "legival_core"):
+        shutil.copytree(REPO / package, root / package)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    return PackageCopy(root, env)
 
 
 @pytest.fixture
@@ -107,17 +116,16 @@ def demo_db(tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_new_efficiency_metric_is_one_module(module_in_package: list[Path], demo_db: Path, tmp_path: Path) -> None:
-    path = REPO / "legival_core" / "metrics" / "zz_test_char_len.py"
-    path.write_text(METRIC_MODULE, encoding="utf-8")
-    module_in_package.append(path)
+def test_new_efficiency_metric_is_one_module(package_copy: PackageCopy, demo_db: Path, tmp_path: Path) -> None:
+    (package_copy.root / "legival_core" / "metrics" / "zz_test_char_len.py").write_text(METRIC_MODULE, encoding="utf-8")
+    env = package_copy.env
 
-    listed = _legival("list", "metrics")
+    listed = _legival("list", "metrics", env=env, cwd=package_copy.root)
     assert re.search(r"char_len_mean\s+characters\s+lower is better", str(listed["_stdout"]))
-    eff = _legival("efficiency", "--db", str(demo_db))
+    eff = _legival("efficiency", "--db", str(demo_db), env=env, cwd=package_copy.root)
     assert eff["length_rows"] == 80 and eff["embedded_traces"] == 0  # only the new metric was missing
     out = tmp_path / "report"
-    _legival("report", "--db", str(demo_db), "--out", str(out), "--resamples", "20")
+    _legival("report", "--db", str(demo_db), "--out", str(out), "--resamples", "20", env=env, cwd=package_copy.root)
 
     # teacher_dataset_metrics.csv: the mean characters of each teacher's complete traces
     texts: dict[str, list[int]] = {}
@@ -147,19 +155,18 @@ def test_new_efficiency_metric_is_one_module(module_in_package: list[Path], demo
 
 
 @pytest.mark.slow
-def test_new_student_backend_is_one_module(module_in_package: list[Path], demo_db: Path) -> None:
-    path = REPO / "legival_core" / "backends" / "zz_test_echo.py"
-    path.write_text(BACKEND_MODULE, encoding="utf-8")
-    module_in_package.append(path)
+def test_new_student_backend_is_one_module(package_copy: PackageCopy, demo_db: Path) -> None:
+    (package_copy.root / "legival_core" / "backends" / "zz_test_echo.py").write_text(BACKEND_MODULE, encoding="utf-8")
+    env = package_copy.env
 
-    listed = _legival("list", "backends")
+    listed = _legival("list", "backends", env=env, cwd=package_copy.root)
     assert "echo-test" in listed["backends"]  # type: ignore[operator]
     s = _legival("transfer", "--db", str(demo_db), "--backend", "echo-test", "--model", "echo-1",
-                 "--student", "echo", "--limit", "1")
+                 "--student", "echo", "--limit", "1", env=env, cwd=package_copy.root)
     assert s["rollouts_generated"] == s["rollouts_total"] and int(s["rollouts_total"]) > 0  # type: ignore[arg-type]
     assert s["forced"] == 0  # every continuation had an answer
     again = _legival("transfer", "--db", str(demo_db), "--backend", "echo-test", "--model", "echo-1",
-                     "--student", "echo", "--limit", "1")
+                     "--student", "echo", "--limit", "1", env=env, cwd=package_copy.root)
     assert again["rollouts_generated"] == 0 and again["rollouts_cached"] == s["rollouts_total"]
 
 
@@ -169,7 +176,6 @@ def test_plugin_module_outside_the_package(tmp_path: Path) -> None:
            "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     listed = _legival("list", "backends", env=env)
     assert "echo-test" in listed["backends"]  # type: ignore[operator]
-    bad = subprocess.run([sys.executable, "-m", "legival", "list", "backends"], capture_output=True, text=True,
-                         env={**env, "LEGIVAL_PLUGINS": "no_such_plugin_module"}, timeout=300)
+    bad = entry_point("list", "backends", env={**env, "LEGIVAL_PLUGINS": "no_such_plugin_module"})
     assert bad.returncode == 2 and "error:" in bad.stderr and "no_such_plugin_module" in bad.stderr
     assert "Traceback" not in bad.stderr

@@ -33,7 +33,8 @@ def small_traces(dst: Path, problems: int = 4) -> Path:
 
 
 def write_spec(folder: Path, teachers: list[str], delay_s: float = 0.0, limit: int = 3,
-               engines: int = 1, traces: Path | None = None, **extra: Any) -> Path:
+               engines: int = 1, traces: Path | None = None, backend_options: dict[str, Any] | None = None,
+               **extra: Any) -> Path:
     if traces is None:
         traces = folder / "traces.jsonl"
         if not traces.exists():
@@ -43,7 +44,7 @@ def write_spec(folder: Path, teachers: list[str], delay_s: float = 0.0, limit: i
         "teachers": [{"name": t, "traces": [str(traces)], "select": MODELS[t]} for t in teachers],
         "datasets": ["gsm8k"],
         "students": [{"name": "scripted", "backend": "scripted-demo", "model": "scripted-demo-v1",
-                      "backend_options": {"delay_s": delay_s}}],
+                      "backend_options": {"delay_s": delay_s, **(backend_options or {})}}],
         "transfer": {"limit": limit, "max_new_tokens": 24, "step_interval": 2},
         "report": {"out": "report"},
         "execution": {"local_cpus": 2, "max_concurrent_engines": engines, "traces_per_chunk": 1},
@@ -76,15 +77,14 @@ def table_snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.fixture(scope="module")
-def prefect_harness():  # type: ignore[no-untyped-def]
-    """A real Prefect API (the test harness's temporary server) for the module's flows."""
-    import os
+def prefect_harness(prefect_api: str):  # type: ignore[no-untyped-def]
+    """A real Prefect API for the module's flows: the session's test server (tests/conftest.py), with
+    the flow runs and artifacts of earlier modules deleted first, so a module sees only its own (as
+    with a server of its own, without paying a server start per module)."""
+    from tests.conftest import forget_prefect_runs
 
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+    forget_prefect_runs()
+    yield
 
 
 @pytest.fixture

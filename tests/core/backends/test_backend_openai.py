@@ -24,13 +24,14 @@ from legival_core.backends.vllm_bridge import default_vllm_python
 from tests.core.backends._vllm_support import (
     BOXED_FEWSHOT,
     ENGINE_OPTIONS,
-    WORKER_ENV,
+    SERVER_ENV,
+    SHARED_ENGINE,
     prefix_requests,
     require_vllm_venv,
     shared_vllm_backend,
 )
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, SHARED_ENGINE]
 SERVED_NAME = "smollm2"
 
 
@@ -57,11 +58,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "--host", "127.0.0.1", "--port", str(port), "--seed", str(ENGINE_OPTIONS["seed"]),
         "--dtype", str(ENGINE_OPTIONS["dtype"]), "--max-model-len", str(ENGINE_OPTIONS["max_model_len"]),
         "--block-size", str(ENGINE_OPTIONS["block_size"]), "--enforce-eager",
+        "--distributed-executor-backend", ENGINE_OPTIONS["engine_kwargs"]["distributed_executor_backend"],
         "--enable-prefix-caching", "--enable-prompt-tokens-details",
     ]  # fmt: skip
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ | WORKER_ENV, start_new_session=True
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=os.environ | SERVER_ENV, start_new_session=True
         )
     base_url = f"http://127.0.0.1:{port}"
     try:

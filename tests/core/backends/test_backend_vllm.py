@@ -18,11 +18,14 @@ from legival_core.backends.vllm_backend import submission_order
 from legival_core.backends.vllm_bridge import request_to_json
 from tests.core.backends._vllm_support import (
     BOXED_FEWSHOT,
+    SHARED_ENGINE,
     prefix_requests,
     require_vllm_venv,
     shared_vllm_backend,
     transfer_rows,
 )
+
+pytestmark = SHARED_ENGINE
 
 # ---- pure parts (no engine) -----------------------------------------------------------------------
 

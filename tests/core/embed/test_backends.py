@@ -4,6 +4,7 @@ is approximate and checked against the agreement docs/reports.md states."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -29,8 +30,15 @@ def _traces(files: list[Path], every: int = 1) -> list[list[str]]:
 
 
 def _today(sentences: list[str]) -> np.ndarray:
+    return _today_of(tuple(sentences)).copy()
+
+
+@functools.cache
+def _today_of(sentences: tuple[str, ...]) -> np.ndarray:
+    """Today's vectors, computed once per set of sentences for the session (several backends are
+    compared with the same reference)."""
     st = sentence_transformer(resolve_model_path(MINILM))
-    out = st.encode(sentences, batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
+    out = st.encode(list(sentences), batch_size=32, normalize_embeddings=True, convert_to_numpy=True,
                     show_progress_bar=False)
     return np.asarray(out, dtype=np.float32)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,8 @@ from scipy.stats import kendalltau, spearmanr
 from legival_core.judges import HumanAnnotation, agreement, cohen_kappa, load_human_annotations
 from legival_core.stages.ingest import ingest_file
 from legival_core.store import Store
+from tests._cli import Ran
+from tests._cli import legival as run_legival
 from tests._sql import rows as q
 from tests.conftest import EXAMPLES
 
@@ -138,14 +138,14 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def legival(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, timeout=300)
+def legival(*args: str, check: bool = True) -> Ran:
+    p = run_legival(*args)
     if check and p.returncode != 0:
         raise AssertionError(f"legival {args} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     return p
 
 
-def last_json(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def last_json(p: Ran) -> dict[str, Any]:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 

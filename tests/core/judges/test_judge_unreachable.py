@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -26,6 +24,8 @@ from legival_core.stages.efficiency import SegmentStage
 from legival_core.stages.ingest import ingest_file
 from legival_core.stages.judge import judge_missing
 from legival_core.store import Store
+from tests._cli import Ran
+from tests._cli import legival as run_legival
 from tests._sql import rows as q
 from tests.conftest import EXAMPLES
 from tests.fakes import Canned
@@ -56,14 +56,13 @@ def env(**extra: str) -> dict[str, str]:
     return e
 
 
-def legival(*args: str, environ: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
+def legival(*args: str, environ: dict[str, str]) -> tuple[Ran, float]:
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, env=environ,
-                       timeout=300)
+    p = run_legival(*args, env=environ)
     return p, time.monotonic() - t0
 
 
-def last_json(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def last_json(p: Ran) -> dict[str, Any]:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 

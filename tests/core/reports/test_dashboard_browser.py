@@ -10,8 +10,6 @@ under artifacts/ (git-ignored) for a human to look at.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 
 from legival_core.reports.stage import ReportConfig, build_reports
 from legival_core.store import Store
+from tests._cli import legival
 from tests.conftest import REPO
 from tests.core.reports.test_demo_snapshot import load_demo_store
 from tests.core.reports.test_serve import serving
@@ -77,8 +76,7 @@ def pages() -> Iterator[dict[str, str]]:
     with Store(db) as store:
         _xss_trace(store)
     # grades under the current grader version (the demo's tables may predate a grader bump)
-    r = subprocess.run([sys.executable, "-m", "legival", "grade", "--db", str(db)], capture_output=True, text=True,
-                       timeout=300, cwd=REPO)
+    r = legival("grade", "--db", str(db), cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
     try:
         with serving(db, "--resamples", str(RESAMPLES)) as live:  # builds while the static page is written

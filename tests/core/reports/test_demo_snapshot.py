@@ -4,7 +4,7 @@ first taken before the spine refactor, refreshed for issue 15's second student a
 `tests/fixtures/demo_store/` holds the demo's store tables (Parquet) and
 `tests/fixtures/demo_report_snapshot/` the CSVs `legival report` wrote from them
 (`scripts/refresh_demo_fixture.py`). This test loads the tables into a fresh DuckDB file, runs the real `legival report` entry
-point, and requires every snapshot column in every CSV, with the same rows (matched on the file's
+point (in-process, tests/_cli.py), and requires every snapshot column in every CSV, with the same rows (matched on the file's
 key columns) and the same values (floats within 1e-9).
 
 Deliberate changes since the snapshot, and only these, are allowed:
@@ -19,13 +19,16 @@ Deliberate changes since the snapshot, and only these, are allowed:
 
 from __future__ import annotations
 
+import atexit
+import functools
 import math
-import subprocess
-import sys
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests._cli import legival
 from tests.conftest import FIXTURES
 
 STORE_TABLES = FIXTURES / "demo_store"
@@ -47,16 +50,28 @@ KEYS: dict[str, tuple[str, ...]] = {
 def load_demo_store(path: Path) -> None:
     """A store holding the demo's tables, graded by the current graders (the fixture's grades are
     those of the grader versions of its day: `legival grade --db` is how a store follows a grader
-    bump, and the report below must come out the same)."""
+    bump, and the report below must come out the same).
+
+    Built once per test process and copied: every caller gets its own file, byte for byte the same."""
+    shutil.copyfile(_demo_store_template(), path)
+
+
+@functools.cache
+def _demo_store_template() -> Path:
     import pyarrow.parquet as pq
 
     from legival_core.stages.grade import grade_store
     from legival_core.store import Store
 
+    folder = Path(tempfile.mkdtemp(prefix="legival-demo-store-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "demo.duckdb"
     with Store(path) as store:
         for f in sorted(STORE_TABLES.glob("*.parquet")):
             store.insert_arrow(f.stem, pq.read_table(f))
         grade_store(store)
+    assert [p.name for p in folder.iterdir()] == [path.name], "the closed store must be one file (no WAL)"
+    return path
 
 
 def _rows(path: Path, keys: tuple[str, ...]) -> tuple[list[str], dict[tuple[str, ...], dict[str, str]]]:
@@ -123,8 +138,6 @@ def compare_to_snapshot(out: Path) -> list[str]:
 
 def test_comparison_detects_a_changed_value(tmp_path: Path) -> None:
     """The comparison itself can fail: a copy of the snapshot with one value changed is caught."""
-    import shutil
-
     for f in SNAPSHOT.glob("*.csv"):
         shutil.copy(f, tmp_path / f.name)
     assert compare_to_snapshot(tmp_path) == []
@@ -143,7 +156,6 @@ def test_demo_report_equals_snapshot(tmp_path: Path) -> None:
     db = tmp_path / "demo.duckdb"
     load_demo_store(db)
     out = tmp_path / "report"
-    r = subprocess.run([sys.executable, "-m", "legival", "report", "--db", str(db), "--out", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    r = legival("report", "--db", str(db), "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     assert compare_to_snapshot(out) == []

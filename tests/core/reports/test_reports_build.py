@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 import threading
 import urllib.request
 from pathlib import Path
@@ -19,6 +17,7 @@ from legival_core.reports.stage import ReportConfig, build_reports
 from legival_core.reports.synthetic import fill_synthetic
 from legival_core.rewards.models import RM_CODE_VERSION
 from legival_core.store import Store
+from tests._cli import legival
 from tests._sql import sql
 
 CLI_TEACHER_DATASET = ["teacher", "dataset", "n_traces", "accuracy", "token_len_median", "step_len_median",
@@ -93,8 +92,7 @@ def test_safe_json_is_inert_in_html() -> None:
 
 
 def test_report_cli(filled: Path, tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-m", "legival", "report", "--db", str(filled), "--out", str(tmp_path / "r"),
-                        "--resamples", "50"], capture_output=True, text=True, check=False)
+    p = legival("report", "--db", str(filled), "--out", str(tmp_path / "r"), "--resamples", "50")
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     assert summary["command"] == "report" and summary["teachers"] == 4

@@ -4,8 +4,6 @@ real demo store (real traces, real SmolLM2 / Gemma rollouts) across a rerun and 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +25,7 @@ from legival_core.reports.diff import (
 from legival_core.reports.runs import RunInfo, snapshot_schema
 from legival_core.store import Store
 from legival_core.store import runs as run_reads
+from tests._cli import Ran, legival
 from tests.conftest import REPO
 
 
@@ -268,9 +267,8 @@ def test_a_code_version_bump_recomputes_that_metric_only(demo_db: Path, tmp_path
     assert ch.frame.height == 0
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True, cwd=REPO,
-                          timeout=120)
+def _cli(*args: str) -> Ran:
+    return legival(*args, cwd=REPO)
 
 
 def test_diff_command_gates_on_a_constructed_regression(tmp_path: Path) -> None:

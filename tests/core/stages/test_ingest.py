@@ -7,6 +7,7 @@ import pytest
 
 from legival_core.stages.ingest import IngestError, ingest_file
 from legival_core.store import Store
+from tests._cli import legival as run_legival
 from tests._sql import rows
 from tests.conftest import EXAMPLES
 
@@ -178,8 +179,6 @@ def _older_gsm8k_grader(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_grader_version_change_is_regraded_by_the_cli_without_reingest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import subprocess
-    import sys
 
     db = tmp_path / "g.duckdb"
     with monkeypatch.context() as m:
@@ -191,7 +190,7 @@ def test_grader_version_change_is_regraded_by_the_cli_without_reingest(
             traces_before = rows(store, "SELECT * FROM traces ORDER BY trace_id")
 
     def grade_db() -> dict:
-        p = subprocess.run([sys.executable, "-m", "legival", "grade", "--db", str(db)], capture_output=True, text=True)
+        p = run_legival("grade", "--db", str(db))
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -214,11 +213,7 @@ def test_grader_version_change_is_regraded_by_the_cli_without_reingest(
 
 
 def test_grade_cli_modes_are_exclusive_and_need_a_store(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    def legival(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True)
+    legival = run_legival
 
     p = legival("grade", "--db", str(tmp_path / "none.duckdb"))
     assert p.returncode == 2 and "no such store" in p.stderr and not (tmp_path / "none.duckdb").exists()

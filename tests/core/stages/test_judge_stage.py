@@ -6,8 +6,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,8 @@ from legival_core.judges.records import BatchStatus
 from legival_core.stages.ingest import ingest_file
 from legival_core.stages.judge import judge_key, judge_missing, select_traces
 from legival_core.store import Store
+from tests._cli import Ran
+from tests._cli import legival as run_legival
 from tests._sql import rows as q
 from tests.conftest import EXAMPLES
 from tests.fakes import Canned, judgement
@@ -37,16 +37,14 @@ BUNDLED = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
 FAST = JudgeLimits(concurrency=4, backoff_base_s=0.001, backoff_cap_s=0.01, timeout_s=10)
 
 
-def legival(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(
-        [sys.executable, "-m", "legival", *args], capture_output=True, text=True, env=env, timeout=300
-    )
+def legival(*args: str, env: dict[str, str] | None = None, check: bool = True) -> Ran:
+    p = run_legival(*args, env=env)
     if check and p.returncode != 0:
         raise AssertionError(f"legival {args} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     return p
 
 
-def last_json(p: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def last_json(p: Ran) -> dict[str, Any]:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 

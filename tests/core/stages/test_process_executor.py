@@ -9,10 +9,14 @@ import pytest
 from legival_core.stages.base import ProcessExecutor, Work
 from tests.core.stages import _process_units as pu
 
+START_S = 5
+"""Slack for a spawned worker to start (it imports one small module): a hang costs this plus its
+limit, twice (its chunk, then itself alone)."""
+
 
 def _run(units: list[str], **kw: object) -> list[list[str]]:
     work = Work(pu.setup, pu.process, chunk_size=2, **kw)  # type: ignore[arg-type]
-    return list(ProcessExecutor(2, start_s=15).run(work, units))
+    return list(ProcessExecutor(2, start_s=START_S).run(work, units))
 
 
 def test_a_dying_and_a_hanging_unit_fail_alone() -> None:
@@ -34,7 +38,7 @@ def test_one_chunk_is_isolated_too() -> None:
 def test_workers_that_cannot_start_stop_the_run_instead_of_failing_every_unit() -> None:
     work = Work(pu.broken_setup, pu.process, chunk_size=2, isolate=pu.isolate)
     with pytest.raises(RuntimeError, match="3 units in a row failed alone"):
-        list(ProcessExecutor(2, start_s=15).run(work, ["a", "b", "c", "d"]))
+        list(ProcessExecutor(2, start_s=START_S).run(work, ["a", "b", "c", "d"]))
 
 
 def test_without_isolate_a_dying_unit_stops_the_run() -> None:

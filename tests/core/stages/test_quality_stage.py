@@ -4,8 +4,6 @@ with the model replaces; the CLI runs end to end on the bundled traces."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from legival_core.stages.ingest import ingest_file
 from legival_core.stages.quality import QualityConfig, QualityStage, compute_quality
 from legival_core.stages.quality_computers import group_defs
 from legival_core.store import Store
+from tests._cli import legival as run_legival
 from tests._sql import rows
 from tests.conftest import EXAMPLES
 from tests.core.quality.test_quality_consistency import tiny_nli_dir
@@ -160,7 +159,7 @@ def test_metric_names_resolve_to_groups() -> None:
 
 
 def _legival(*args: str) -> dict[str, Any]:
-    p = subprocess.run([sys.executable, "-m", "legival", *args], capture_output=True, text=True)
+    p = run_legival(*args)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.strip().splitlines()[-1])
 
@@ -174,8 +173,7 @@ def test_cli_on_the_bundled_traces(tmp_path: Path) -> None:
     assert s["z3_extracted"] + s["z3_unparsed"] == 80
     again = _legival("quality", "--db", db, "--metrics", "clarity,z3")
     assert again["computed"] == {"clarity": 0, "z3": 0}
-    p = subprocess.run([sys.executable, "-m", "legival", "quality", "--db", db, "--metrics", "bogus"],
-                       capture_output=True, text=True)
+    p = run_legival("quality", "--db", db, "--metrics", "bogus")
     assert p.returncode == 2 and "unknown quality metric" in p.stderr
 
 
