@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
-from legival_core.spec import BenchmarkSpec, Teacher, load_spec
+from legival_core.spec import BenchmarkSpec, Execution, Teacher, load_spec
 
 _depth = 0
 _depth_lock = threading.Lock()
@@ -24,16 +25,33 @@ def selected_teachers(s: BenchmarkSpec, names: list[str] | None) -> list[Teacher
 
 
 @contextmanager
-def driver_session() -> Iterator[None]:
-    """The outermost flow closes the store and the engine pool (subflows share them)."""
+def driver_session(db: str | None = None, execution: Execution | None = None) -> Iterator[None]:
+    """The outermost flow closes the store and the engine pool (subflows share them). A failure is
+    logged by the outermost flow as one line naming its crash log (the traceback, beside the store
+    `db` or in the temp directory: `legival_core.crashlog`), the same file the CLI then names.
+    Stages run with the spec's unit time limit (`execution.unit_timeout_s`), and the CLI's ledger of
+    failed units and `--retry-failed` when a command runs the flow (a deployment run reads
+    LEGIVAL_RETRY_FAILED=1)."""
     global _depth
+    from legival_core.stages.isolation import Isolation, current, isolation
     from tasks._driver import close_stores
+    from tasks.cancel_watch import cancel_from_api
     from tasks.engines import shutdown_pools
 
+    cur = current()
+    settings = Isolation(unit_timeout_s=execution.unit_timeout_s if execution is not None else cur.unit_timeout_s,
+                         retry_failed=cur.retry_failed or os.environ.get("LEGIVAL_RETRY_FAILED") == "1",
+                         ledger=cur.ledger)
     with _depth_lock:
         _depth += 1
+        outermost = _depth == 1
     try:
-        yield
+        with isolation(settings), cancel_from_api() if outermost else nullcontext():
+            yield
+    except Exception as e:
+        if outermost:
+            _log_failure(e, db)
+        raise
     finally:
         with _depth_lock:
             _depth -= 1
@@ -41,3 +59,18 @@ def driver_session() -> Iterator[None]:
         if last:
             close_stores()
             shutdown_pools()
+
+
+def _log_failure(e: BaseException, db: str | None) -> None:
+    from prefect import get_run_logger
+
+    from legival_core.crashlog import summarize, write_crash_log
+    from legival_core.stages.cancel import Cancelled
+
+    if isinstance(e, Cancelled):  # not a failure: every committed batch is stored, a rerun resumes
+        with suppress(Exception):
+            get_run_logger().warning(f"{e}: every committed batch is stored; rerun to resume")
+        return
+    log = write_crash_log(e, ["--db", db] if db else [])
+    with suppress(Exception):  # outside a flow run there is no run logger; the CLI reports it anyway
+        get_run_logger().error(f"failed: {summarize(e)} (details in {log})")

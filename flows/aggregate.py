@@ -15,5 +15,5 @@ from tasks.stages import aggregate_task
 def aggregate(spec: str, db: str | None = None, out: str | None = None) -> dict[str, Any]:
     """Reports (tables, Pareto frontier, correlations, dashboard) from the store alone."""
     s, dbp, outp = load_run(spec, db, out)
-    with driver_session(), tagged(s):
+    with driver_session(dbp, s.execution), tagged(s):
         return asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s)))

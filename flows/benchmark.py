@@ -52,13 +52,13 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     laps = Laps()
     chosen = selected_teachers(s, teachers)
 
-    with driver_session(), monitor_benchmark(s, [t.name for t in chosen], laps) as mon:
+    with driver_session(dbp, s.execution), monitor_benchmark(s, [t.name for t in chosen], laps) as mon:
         lap = mon.lap
         for t in chosen:  # a missing problems file fails the run before any model loads
             if t.generate is not None:
                 t.generate.jobs(s.datasets, t.name)
         gen_task = generate_task.with_options(retries=s.execution.retries)
-        ing = [ingest_teacher_task(dbp, t) for t in chosen if t.generate is None]
+        ing = [ingest_teacher_task(dbp, t, s.ingest) for t in chosen if t.generate is None]
         gen = [gen_task(dbp, t, s.datasets) for t in chosen if t.generate is not None]
         summary["new_traces"] = sum(r.new_traces for r in ing) + sum(r.new_traces for r in gen)
         summary["generated_traces"] = sum(r.generated for r in gen)

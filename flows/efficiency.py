@@ -13,5 +13,5 @@ from tasks.stages import efficiency_task
 def efficiency(spec: str, db: str | None = None) -> dict[str, Any]:
     """Lengths, redundancy and lexical backtracking for every trace that lacks them."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session(), tagged(s):
+    with driver_session(dbp, s.execution), tagged(s):
         return efficiency_task(dbp, s.efficiency, s.execution)

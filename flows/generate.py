@@ -20,5 +20,5 @@ def generate(spec: str, db: str | None = None, teachers: list[str] | None = None
         assert t.generate is not None
         t.generate.jobs(s.datasets, t.name)
     task = generate_task.with_options(retries=s.execution.retries)
-    with driver_session(), tagged(s, [t.name for t in chosen]):
+    with driver_session(dbp, s.execution), tagged(s, [t.name for t in chosen]):
         return [asdict(task(dbp, t, s.datasets)) for t in chosen]

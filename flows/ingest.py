@@ -16,5 +16,5 @@ def ingest(spec: str, db: str | None = None, teachers: list[str] | None = None) 
     are skipped (the `generate` flow stores theirs)."""
     s, dbp, _ = load_run(spec, db)
     chosen = selected_teachers(s, teachers)
-    with driver_session(), tagged(s, [t.name for t in chosen]):
-        return [asdict(ingest_teacher_task(dbp, t)) for t in chosen if t.generate is None]
+    with driver_session(dbp, s.execution), tagged(s, [t.name for t in chosen]):
+        return [asdict(ingest_teacher_task(dbp, t, s.ingest)) for t in chosen if t.generate is None]

@@ -13,5 +13,5 @@ from tasks.stages import judge_task
 def judge(spec: str, db: str | None = None) -> dict[str, Any]:
     """Backtracking by the spec's judge for the traces without a result from it."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session(), tagged(s):
+    with driver_session(dbp, s.execution), tagged(s):
         return judge_task(dbp, s.judge)

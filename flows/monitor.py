@@ -14,5 +14,5 @@ def monitor(spec: str, db: str | None = None) -> dict[str, Any]:
     """The spec's `monitor:` supervisor on the items without a verdict; runs even when the section is
     not enabled (a flow asked for by name)."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session(), tagged(s):
+    with driver_session(dbp, s.execution), tagged(s):
         return monitor_task(dbp, s.monitor, s.supervisor(), s.execution)

@@ -13,5 +13,5 @@ from tasks.stages import quality_task
 def quality(spec: str, db: str | None = None) -> dict[str, Any]:
     """gCoT text-quality dimensions for the traces that lack them."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session(), tagged(s):
+    with driver_session(dbp, s.execution), tagged(s):
         return quality_task(dbp, s.quality)

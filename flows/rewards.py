@@ -14,5 +14,5 @@ def rewards(spec: str, db: str | None = None) -> dict[str, Any]:
     """Reward-model scores (the spec's `rewards:` models) for the traces that lack them; runs even
     when the section is not enabled (a flow asked for by name)."""
     s, dbp, _ = load_run(spec, db)
-    with driver_session(), tagged(s):
+    with driver_session(dbp, s.execution), tagged(s):
         return rewards_task(dbp, s.rewards, s.execution)

@@ -25,7 +25,7 @@ def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None
     chosen = selected_teachers(s, teachers)
     shards: list[dict[str, Any]] = []
     engines = 0
-    with driver_session(), tagged(s, [t.name for t in chosen]):
+    with driver_session(dbp, s.execution), tagged(s, [t.name for t in chosen]):
         for st in s.students:
             config = s.student_config(st)
             futures = [shard.submit(dbp, config, t.name, d, s.transfer.limit, s.execution)

@@ -7,6 +7,7 @@ at the end of standard output (../shared/CLI.md).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -25,44 +26,78 @@ M = TypeVar("M", bound="BaseModel")
 
 
 class LegivalGroup(TyperGroup):
-    """The command group with the error boundary every command shares: a broken plugin or an unusable
-    store is an `error:` line (exit 2), whichever command met it. Being part of the app (not of the
-    console script's `main`), the same boundary holds when the app is invoked in-process."""
+    """The command group with the error boundary every command shares (legival/crash.py): a broken
+    plugin or an unusable store is an `error:` line (exit 2), a condition of the machine (port in use,
+    disk full, permission denied) its own `error:` line (exit 2), anything else one `error:` line with
+    the path of its crash log (exit 1); never a traceback. Being part of the app (not of the console
+    script's `main`), the same boundary holds when the app is invoked in-process."""
 
     def invoke(self, ctx: Any) -> Any:  # Any: typer may vendor its own click, whose Context this is
+        args = [str(a) for a in (*getattr(ctx, "_protected_args", getattr(ctx, "protected_args", [])), *ctx.args)]
+        retry = RETRY_FAILED in ctx.args
+        if retry:  # every command that runs stages takes it (legival_core/stages/isolation.py)
+            ctx.args = [a for a in ctx.args if a != RETRY_FAILED]
+        from legival_core.stages.isolation import Isolation, isolation
+
         try:
-            return super().invoke(ctx)
+            with isolation(Isolation(retry_failed=retry or os.environ.get("LEGIVAL_RETRY_FAILED") == "1")):
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            fail("interrupted (what was committed before stays stored; rerun to resume)", code=130)
         except Exception as e:
+            if type(e).__module__.split(".")[0] in ("click", "typer"):
+                raise  # usage errors, --help, typer.Exit: click prints and exits as usual
             from legival_core.registry import PluginError
             from legival_core.store import StoreError
 
             if isinstance(e, PluginError | StoreError):
                 fail(str(e))
-            raise
+            from legival_core.crashlog import crash_message
 
+            message, code = crash_message(e, args)
+            fail(message, code=code)
+
+
+RETRY_FAILED = "--retry-failed"
+"""Accepted by every command: compute again the units stored as failed (else a rerun skips them)."""
 
 app = typer.Typer(
     cls=LegivalGroup,
     add_completion=False,
     no_args_is_help=True,
-    help="Legi-Val: how legible are the reasoning traces of reasoning models?",
+    help="Legi-Val: how legible are the reasoning traces of reasoning models? Every command that computes "
+         "takes --retry-failed: units that failed alone (stored with their reason) are computed again.",
     pretty_exceptions_enable=False,
 )
 
 DbOption = Annotated[Path, typer.Option("--db", help="DuckDB store file.")]
 
 
-def open_store(db: Path, create: bool = False, read_only: bool = False) -> Store:
+def open_store(db: Path, create: bool = False, read_only: bool = False, note: bool = True) -> Store:
     """Open the store or exit with a readable error. Only the commands that store traces (ingest,
     generate, run) create one: anywhere else a missing store is a typo, not an empty benchmark.
-    `read_only`: a command that only reads (report, serve) works on read-only media."""
+    `read_only`: a command that only reads (report, serve) works on read-only media. A store of an
+    older schema is migrated by a writable open (`note`: say so on standard error), refused by a
+    read-only one; a newer one is refused (legival_core/store/migrations.py)."""
     from legival_core.store import Store, StoreError
 
     try:
-        return Store(db, read_only=read_only, create=create)
+        store = Store(db, read_only=read_only, create=create)
     except StoreError as e:
         fail(str(e))
         raise  # unreachable: fail exits
+    if note:
+        _note_migration(store)
+    return store
+
+
+def _note_migration(store: Store) -> None:
+    if store.migrated_from is not None:
+        from legival.console import err_console
+        from legival_core.store import SCHEMA_VERSION
+
+        err_console.print(f"note: {store.path}: migrated the store from schema {store.migrated_from} to "
+                          f"{SCHEMA_VERSION}", markup=False, highlight=False, soft_wrap=True)
 
 
 def settings(section: type[M], **values: Any) -> M:
@@ -90,7 +125,8 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     process. `only_generating`: the chosen teachers must generate (`legival generate --spec`).
     `create=False` (a dry run): the store is not created, and only checked when it exists.
     `check_out`: the report directory (`out`, else the spec's `report.out`) must be writable, checked
-    before the store is created."""
+    before the store is created. A run (`create`) also checks, before the store is created, that the
+    spec's Ray cluster and the Prefect API answer within `execution.connect_timeout_s` (tasks/infra.py)."""
     import os
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -111,14 +147,32 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
         fail(str(e))
     if check_out:
         writable_dir(out if out is not None else s.report.out, "--out" if out is not None else f"{spec_file}: report.out")
+    if create:
+        check_infrastructure(s, spec_file)
     db_path = (db or s.store).resolve()
     if not create and not db_path.exists():
         return s, db_path
     try:
-        Store(db_path, read_only=not create).close()
+        store = Store(db_path, read_only=not create)
     except StoreError as e:
         fail(str(e))
+    _note_migration(store)
+    store.close()
     return s, db_path
+
+
+def check_infrastructure(s: BenchmarkSpec, spec_file: Path) -> None:
+    """Exit with one `error:` line naming the address when the spec's Ray cluster (a `ray_address`
+    other than local) or the Prefect API (PREFECT_API_URL) does not answer within the spec's
+    `execution.connect_timeout_s`, instead of a flow that waits minutes and dies with tracebacks."""
+    from tasks.infra import Unreachable, check_prefect, check_ray
+
+    timeout = s.execution.connect_timeout_s
+    try:
+        check_ray(s.execution.ray_address, timeout, str(spec_file))
+        check_prefect(timeout, str(spec_file))
+    except Unreachable as e:
+        fail(str(e))
 
 
 def writable_dir(path: Path, what: str) -> Path:

@@ -17,9 +17,42 @@ out_console = Console()
 
 
 def emit_summary(summary: dict[str, Any]) -> None:
-    """The last line of standard output of every command: one JSON object."""
+    """The last line of standard output of every command: one JSON object, with `units_failed` (units that
+    failed alone, per stage, with the most frequent reason: docs/CLI.md "Failure contract") whenever a
+    stage ran. When a stage tried units and every one failed, the command then exits 1."""
+    from legival_core.stages.isolation import current
+
+    ledger = current().ledger
+    if ledger:
+        summary = {**summary, "units_failed": sum(len(s.failed) for s in ledger),
+                   "failed_by_stage": {s.stage: _failed_entry(s) for s in ledger if s.failed or s.skipped}}
+        for s in ledger:
+            if s.failed or s.skipped:
+                err_console.print(f"failed: {len(s.failed)} {s.stage} unit(s){_skipped_note(s)}"
+                                  f"{f' ({_top_reason(s)})' if s.failed else ''}",
+                                  markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
     print(json.dumps(summary, sort_keys=True, default=str), flush=True)
+    dead = [s for s in ledger if s.attempted and len(s.failed) == s.attempted]
+    if dead:
+        fail(f"every unit failed in {', '.join(f'{s.stage} ({s.attempted})' for s in dead)}: nothing was "
+             "computed there; the reasons are stored (`legival report` coverage), fix the cause and rerun with "
+             "--retry-failed", code=1)
+
+
+def _failed_entry(s: Any) -> dict[str, Any]:
+    return {"failed": len(s.failed), "skipped_failed_before": s.skipped, "reason": _top_reason(s) if s.failed else None}
+
+
+def _skipped_note(s: Any) -> str:
+    return f", {s.skipped} skipped (failed before; --retry-failed computes them again)" if s.skipped else ""
+
+
+def _top_reason(s: Any) -> str:
+    from collections import Counter
+
+    (reason, n), = Counter(f.reason for f in s.failed).most_common(1)
+    return reason if n == len(s.failed) else f"{reason}; and {len(s.failed) - n} other reasons"
 
 
 class Bar:

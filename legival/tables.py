@@ -4,14 +4,35 @@ directory (the demo ends with it)."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from rich.cells import cell_len
+from rich.text import Text
 
 from legival.console import out_console
 
 if TYPE_CHECKING:
     import polars as pl
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def visible(value: object) -> str:
+    """`value` as text that a terminal shows as typed: each control character (an ANSI escape
+    sequence's ESC, a newline or tab that would break a row) written as its escape, e.g. `\\x1b`."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
+
+
+def literal(value: object) -> Text:
+    """`value` as rich prints it literally, the one helper for every terminal line or table cell that
+    holds a name from the traces (teacher, dataset, student): a `Text` is never read as rich markup
+    (`[red]` prints as `[red]`, the effect of `rich.markup.escape`) nor emoji codes (`:warning:`), and
+    its control characters are escapes (`visible`)."""
+    return Text(visible(value))
+
 
 HEADLINE_MAX_ORDER = 230
 """The compact table shows the ranked (teacher, dataset) metrics up to the regression rate in registry
@@ -39,16 +60,17 @@ def print_report_table(teacher_dataset: pl.DataFrame, teacher_metrics: pl.DataFr
     head = [c if wide else SHORT.get(c, c) for c in cols]
     rows = list(df.select(cols).iter_rows())
     digits = [_digits([r[i] for r in rows]) for i in range(len(cols))]
-    body = [[_fmt(v, digits[i]) for i, v in enumerate(row)] for row in rows]
-    width = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
+    body = [[visible(_fmt(v, digits[i])) for i, v in enumerate(row)] for row in rows]
+    width = [max(cell_len(h), *(cell_len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(head)]
     left = {i for i, c in enumerate(cols) if c in ("teacher", "dataset")}
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(width[i]) if i in left else c.rjust(width[i]) for i, c in enumerate(cells)).rstrip()
+        pads = [" " * (width[i] - cell_len(c)) for i, c in enumerate(cells)]
+        return "  ".join(c + pads[i] if i in left else pads[i] + c for i, c in enumerate(cells)).rstrip()
 
     title = "teacher x dataset" + ("" if wide else "  (legival report --wide: every column)")
     for text in (title, line(head), *[line(r) for r in body]):
-        out_console.print(text, markup=False, highlight=False, soft_wrap=True)
+        out_console.print(literal(text), highlight=False, soft_wrap=True)
 
 
 def _digits(values: list[object]) -> int:
@@ -68,19 +90,19 @@ def _fmt(v: object, digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    import polars as pl
+    from legival_core.reports.safe_csv import read_csv
 
     args = list(sys.argv[1:] if argv is None else argv)
     wide = "--wide" in args
     folder = Path(next(a for a in args if a != "--wide"))
     tm = folder / "teacher_metrics.csv"
-    print_report_table(pl.read_csv(folder / "teacher_dataset_metrics.csv"),
-                       pl.read_csv(tm) if tm.exists() else None, wide)
+    print_report_table(read_csv(folder / "teacher_dataset_metrics.csv"),
+                       read_csv(tm) if tm.exists() else None, wide)
     cov = folder / "coverage.csv"
     if cov.exists():
         from legival_core.reports.coverage import summary_line
 
-        out_console.print(summary_line(pl.read_csv(cov, infer_schema_length=0)), markup=False, highlight=False)
+        out_console.print(literal(summary_line(read_csv(cov, infer_schema_length=0))), highlight=False)
 
 
 if __name__ == "__main__":

@@ -207,9 +207,10 @@ def discover() -> None:
             for module in plugin_modules():
                 try:
                     importlib.import_module(module)
-                except ImportError as e:
+                except Exception as e:  # any error of the plugin's own code is the plugin's: exit 2, not a crash
+                    why = str(e) if isinstance(e, ImportError) else f"{type(e).__name__}: {e}"
                     raise PluginError(f"plugin module {module!r} (named by {PLUGINS_ENV} or the "
-                                      f"{ENTRY_POINT_GROUP} entry points) cannot be imported: {e}") from e
+                                      f"{ENTRY_POINT_GROUP} entry points) cannot be imported: {why}") from e
         except BaseException:
             _REG.scanned = False
             raise

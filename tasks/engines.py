@@ -27,11 +27,13 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from legival_core.spec import Execution
 from legival_core.stages.base import Work
+from legival_core.stages.isolation import isolated
 
 log = logging.getLogger("legival.orchestration")
 
@@ -267,9 +269,11 @@ class RayExecutor:
         self.execution = execution
 
     def run(self, work: Work[Any, Any, Any], units: Sequence[Any]) -> Iterator[list[Any]]:
+        work = isolated(work)  # a unit that raises fails alone (legival_core.stages.isolation)
         return get_pool(work, self.execution).run(work, units)
 
     def prewarm(self, work: Work[Any, Any, Any]) -> None:
+        work = isolated(work)  # the actors keep the work they were built with: the same as `run`'s
         get_pool(work, self.execution).prewarm(work)
 
 
@@ -347,6 +351,38 @@ def _init_ray(execution: Execution) -> None:
 
     if ray.is_initialized():
         return
+    with _python_keeps_sigterm():
+        _start_ray(execution)
+    _started_ray = True
+
+
+@contextmanager
+def _python_keeps_sigterm() -> Iterator[None]:
+    """Ray's C++ core installs abseil's failure-signal handler, which takes SIGTERM from Python and
+    aborts the process (exit -6 and a stack dump): a cancel from Prefect or a scheduler must reach
+    the Python handlers instead (legival/cancel.py, Prefect's SIGTERM bridge). The process-wide
+    disposition is saved before and put back after, with `sigaction` (Python's `signal.signal` works
+    on the main thread only, and Ray starts on its owner thread). Linux only; elsewhere nothing."""
+    import ctypes
+    import ctypes.util
+    import signal as sig
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        saved = ctypes.create_string_buffer(512)  # larger than any libc's struct sigaction
+        ok = libc.sigaction(int(sig.SIGTERM), None, saved) == 0
+    except (OSError, AttributeError):
+        ok = False
+    try:
+        yield
+    finally:
+        if ok:
+            libc.sigaction(int(sig.SIGTERM), saved, None)
+
+
+def _start_ray(execution: Execution) -> None:
+    import ray
+
     if execution.ray_address == "local":
         # Ray starts workers at niceness 15 by default; here the engines ARE the work, so they must not
         # yield the CPU to every other process on a shared machine.
@@ -355,8 +391,10 @@ def _init_ray(execution: Execution) -> None:
         # machine (`ray start`, another test's nodes), which would refuse num_cpus anyway.
         ray.init(address="local", num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
     else:
+        from tasks.infra import check_ray
+
+        check_ray(execution.ray_address, execution.connect_timeout_s)  # seconds, not Ray's ~150 s of retries
         ray.init(address=execution.ray_address, log_to_driver=False)
-    _started_ray = True
 
 
 TRANSIENT = (ConnectionError, TimeoutError)

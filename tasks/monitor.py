@@ -215,6 +215,8 @@ def rank_table(rows: list[dict[str, str]]) -> list[str]:
     (teacher, dataset) and have a value here (accuracy, lengths, redundancy, backtracking, FOTU,
     SOTU, regression rate, ...)."""
     from legival_core.metrics.base import all_metrics
+    from legival_core.reports import markdown
+    from legival_core.reports.safe_csv import unescape
 
     if not rows:
         return ["No teacher rows."]
@@ -227,13 +229,14 @@ def rank_table(rows: list[dict[str, str]]) -> list[str]:
     head = ["teacher", *(f"{m.name} {arrows.get(m.direction or '', '')}".strip() for m in metrics),
             *(["Pareto"] if pareto else [])]
     align = ["---", *["---:"] * len(metrics), *([":---:"] if pareto else [])]
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    out = [markdown.row(head), "|" + "|".join(align) + "|"]
     digits = {m.name: _digits([_num(r.get(m.name)) for r in rows]) for m in metrics}
     for r in rows:
-        cells = [r["teacher"], *(_cell(r.get(m.name), r.get(f"rank_{m.name}"), digits[m.name]) for m in metrics)]
+        cells = [markdown.cell(unescape(r["teacher"])),
+                 *(_cell(r.get(m.name), r.get(f"rank_{m.name}"), digits[m.name]) for m in metrics)]
         if pareto:
             cells.append("yes" if r.get("on_pareto_frontier", "").lower() == "true" else "")
-        out.append("| " + " | ".join(cells) + " |")
+        out.append(markdown.row(cells))
     out += ["", f"{len(rows)} teachers; a cell is value (rank, 1 = best; ↑ higher is better, ↓ lower is better). "
             "Every column: `teacher_metrics.csv`."]
     return out

@@ -24,6 +24,7 @@ from legival_core.spec import (
     BenchmarkSpec,
     Efficiency,
     Execution,
+    Ingest,
     Judge,
     Monitor,
     Quality,
@@ -51,11 +52,11 @@ class IngestResult:
 
 @task(name="ingest", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
       task_run_name="ingest {teacher.name}")
-def ingest_teacher_task(db: str, teacher: Teacher) -> IngestResult:
-    return ingest_teacher(db, teacher)
+def ingest_teacher_task(db: str, teacher: Teacher, limits: Ingest | None = None) -> IngestResult:
+    return ingest_teacher(db, teacher, limits)
 
 
-def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
+def ingest_teacher(db: str, teacher: Teacher, limits: Ingest | None = None) -> IngestResult:
     """Ingest a teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
     from legival_core.stages.ingest import ingest_spec_file
 
@@ -66,7 +67,7 @@ def ingest_teacher(db: str, teacher: Teacher) -> IngestResult:
         )
     r = IngestResult(teacher.name)
     for path in teacher.traces:
-        s = ingest_spec_file(lambda: locked_store(db), path, teacher.name, teacher.select)
+        s = ingest_spec_file(lambda: locked_store(db), path, teacher.name, teacher.select, limits or Ingest())
         r.files.append(s.as_dict())
         r.new_traces += s.new_traces
         r.already_stored += s.already_stored

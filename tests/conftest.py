@@ -29,6 +29,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Crash logs of in-process commands (legival_core/crashlog.py) go to the temp directory, not the repo.
+os.environ.setdefault("LEGIVAL_CRASH_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "legival-test-crashes"))
+# Hypothesis keeps caches in ./.hypothesis even without an example database: outside the repository
+# for every property test (tests/fuzz, tests/core/reports), nothing is written into the repository.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(os.environ.get("TMPDIR", "/tmp"), "legival-hypothesis"))
 
 
 def _threads_per_worker() -> int | None:

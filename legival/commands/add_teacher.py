@@ -60,6 +60,13 @@ def add_teacher(
         parse_spec(yaml.safe_load(new_text), base, str(spec))
     except SpecError as e:
         fail(f"the spec would not validate with this teacher:\n{e}")
+    if deploy:  # before anything is written: `prefect deploy`'s client retries a silent API for minutes
+        from tasks.infra import Unreachable, check_prefect
+
+        try:
+            check_prefect(current.execution.connect_timeout_s, str(spec))
+        except Unreachable as e:
+            fail(f"{e}; nothing was changed")
     spec.write_text(new_text, encoding="utf-8")
     written = write_prefect_yaml(spec, prefect_file, prefect_file.resolve().parent)
     dep = deployment_name(name)

@@ -99,8 +99,10 @@ def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:
 
     try:
         results = generate_flow(spec=str(spec_file.resolve()), db=str(db_path), teachers=names)
-    except Exception as e:  # the flow failed: one readable line, the traceback is in Prefect's log
-        fail(f"generate failed: {type(e).__name__}: {e}")
+    except Exception as e:  # the flow failed: one readable line, the traceback in a crash log
+        from legival.crash import failure
+
+        fail(*failure(e, ["generate", "--spec", str(spec_file), "--db", str(db_path)], "generate"))
     emit_summary({"command": "generate", "spec": str(spec_file), "db": str(db_path), "teachers": len(results),
                   "generated": sum(r["generated"] for r in results),
                   "new_traces": sum(r["new_traces"] for r in results),

@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app, open_store
+from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
+from legival_core.spec import Ingest, default_of
 
 
 @app.command()
@@ -18,27 +19,36 @@ def ingest(
     db: DbOption,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and list bad lines instead of stopping.")] = False,
     teacher: Annotated[str | None, typer.Option(help="Teacher name for every trace (default: the 'model' field).")] = None,
+    max_trace_bytes: Annotated[int, typer.Option(
+        "--max-trace-bytes", help="Skip (and count) traces whose reasoning + answer is longer (UTF-8 bytes).")
+    ] = default_of(Ingest, "max_trace_bytes"),
+    repair_text: Annotated[bool, typer.Option(
+        "--repair-text", help="Replace invalid Unicode (lone surrogates, NUL, non-characters) by U+FFFD "
+        "instead of refusing the line; repaired records are counted.")] = False,
 ) -> None:
     """Import trace files and re-grade every trace with Legi-Val's graders."""
     from legival_core.stages.ingest import IngestError, ingest_file
     from legival_core.store import StoreError
+
+    limits = settings(Ingest, max_trace_bytes=max_trace_bytes, repair_text=repair_text)
 
     t0 = time.perf_counter()
     results = []
     with open_store(db, create=True) as store, progress_bar("ingest") as advance:
         for f in files:
             try:
-                s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance)
+                s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance, limits=limits)
             except IngestError as e:
                 fail(f"{e} (nothing from this file was stored)")
             except StoreError as e:
                 fail(str(e))
             results.append(s)
-            for bad in s.bad_lines:
+            for bad in [*s.bad_lines, *s.too_large]:
                 err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
             out_console.print(
                 f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
                 f"{s.duplicate_records} duplicate records, {len(s.bad_lines)} bad lines skipped, "
+                f"{len(s.too_large)} too large skipped, {s.repaired_text} repaired, "
                 f"{s.disagreements} label disagreements",
                 markup=False, highlight=False, soft_wrap=True,
             )
@@ -51,6 +61,8 @@ def ingest(
         "already_stored": sum(r.already_stored for r in results),
         "duplicate_records": sum(r.duplicate_records for r in results),
         "bad_lines": sum(len(r.bad_lines) for r in results),
+        "too_large": sum(len(r.too_large) for r in results),
+        "repaired_text": sum(r.repaired_text for r in results),
         "label_disagreements": sum(r.disagreements for r in results),
         "wall_s": round(time.perf_counter() - t0, 3),
     })

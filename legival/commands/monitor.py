@@ -34,6 +34,7 @@ def monitor(
     from legival_core.backends.lazy import LazyBackend
     from legival_core.registry import UnknownName, canonical_name
     from legival_core.reports.monitoring import monitor_report
+    from legival_core.reports.safe_csv import write_csv
     from legival_core.stages.monitor import run_monitor
 
     try:
@@ -62,8 +63,8 @@ def monitor(
     if out is not None:
         try:
             out.mkdir(parents=True, exist_ok=True)
-            metrics.write_csv(out / "monitor_metrics.csv")
-            corr.write_csv(out / "monitor_correlations.csv")
+            write_csv(metrics, out / "monitor_metrics.csv")
+            write_csv(corr, out / "monitor_correlations.csv")
         except OSError as e:  # verdicts are stored: only the CSV files are missing
             fail(f"--out {out}: cannot write the CSV files ({e.strerror or e}); the verdicts are stored")
     pooled = {r["teacher"]: {k: r[k] for k in ("precision", "recall", "f1")}

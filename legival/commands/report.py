@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +30,7 @@ def report(
     wide: Annotated[bool, typer.Option("--wide", help="Print every column of the table, not the compact view.")] = False,
 ) -> None:
     """Build the reports from the store alone (no model call)."""
+    from legival_core.reports.outdir import refuse_foreign
     from legival_core.reports.stage import ReportConfig, build_reports
 
     rep = settings(Report, resamples=resamples, seed=seed, dashboard_traces=dashboard_traces)
@@ -39,18 +41,23 @@ def report(
         if store.count("traces") == 0:  # e.g. the first ingest was refused: no teacher, nothing to rank
             fail(f"{db}: no traces stored yet, nothing to report (store some with `legival ingest FILE --db {db}` "
                  f"or `legival run SPEC --db {db}`)")
+        existed = out.exists()
         writable_dir(out, "--out")
         try:
+            refuse_foreign(out)  # before any work: the report replaces its directory whole (docs/reports.md)
             result = build_reports(store, out, config)
-        except OSError as e:  # a report file that cannot be written (disk full, a directory in its place)
+        except OSError as e:  # a file that cannot be written (disk full), DIR not a report: DIR left as it was
+            if not existed:
+                with contextlib.suppress(OSError):
+                    out.rmdir()  # the empty directory `writable_dir` made
             fail(f"--out {out}: cannot write the report ({e.strerror or e})")
-    from legival.tables import print_report_table
+    from legival.tables import literal, print_report_table
     from legival_core.reports.coverage import summary_line
 
     data = result.data
     print_report_table(result.teacher_dataset, data.teacher_metrics if data is not None else None, wide)
     if data is not None and data.coverage is not None:
-        out_console.print(summary_line(data.coverage), markup=False, highlight=False, soft_wrap=True)
+        out_console.print(literal(summary_line(data.coverage)), highlight=False, soft_wrap=True)
     summary: dict[str, object] = {"command": "report", "out": str(out), "files": sorted(result.files),
                                   "wall_s": round(time.perf_counter() - t0, 3)}
     if result.data is not None:

@@ -33,6 +33,7 @@ def rm(
     from dataclasses import replace
 
     from legival_core.reports.rewards import rm_correlations
+    from legival_core.reports.safe_csv import write_csv
     from legival_core.rewards import DEFAULT_MODELS, RewardModelSpec
     from legival_core.stages.rewards import run_rewards
 
@@ -55,7 +56,7 @@ def rm(
         if out is not None:
             try:
                 out.mkdir(parents=True, exist_ok=True)
-                corr.write_csv(out / "rm_correlations.csv")
+                write_csv(corr, out / "rm_correlations.csv")
             except OSError as e:  # scores are stored: only the CSV file is missing
                 fail(f"--out {out}: cannot write rm_correlations.csv ({e.strerror or e}); the scores are stored")
     emit_summary({"command": "rm", **s.as_dict(), "correlation_rows": corr.height,

@@ -45,15 +45,30 @@ def run(
         _preimport_models()
         server.join()
 
-    with progress_bar("rollouts") as bar:
+    from legival.cancel import cancellable
+
+    def stored() -> dict[str, int]:
+        return {"rollouts_committed_by_this_run": BOARD.committed}
+
+    command = f"legival run {spec}"
+    with progress_bar("rollouts") as bar, cancellable(stored, command) as received:
         BOARD.add_sink(lambda done, total: bar.update(done=done, total=total))
         try:
             summary = benchmark(spec=str(spec.resolve()), db=str(db_path),
                                 out=str(out.resolve()) if out else None, teachers=teacher or None)
-        except Exception as e:  # the flow failed: one readable line, the traceback is in Prefect's log
-            fail(f"benchmark failed: {type(e).__name__}: {e}")
+        except BaseException as e:
+            if received:  # cancelled: the flow stopped at a batch boundary (or Prefect's SIGTERM bridge)
+                received.leave()
+            if not isinstance(e, Exception):
+                raise
+            from legival.crash import failure  # the flow failed: one line, the traceback in a crash log
+
+            fail(*failure(e, ["run", str(spec), "--db", str(db_path)], "benchmark"))
         finally:
-            BOARD.clear()
+            if not received:
+                BOARD.clear()
+        if received:  # the signal came as the flow ended: it is complete, say so and exit as cancelled
+            received.leave(why="after the run completed")
     out_console.print(f"report: {summary['out']}", markup=False, highlight=False)
     out_console.print(f"dashboard: {summary['dashboard'] or '(not built)'}", markup=False, highlight=False)
     if summary.get("run_id"):

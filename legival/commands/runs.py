@@ -58,6 +58,7 @@ def diff(
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows printed (every row goes to --out).")] = 30,
 ) -> None:
     """What changed between two recorded runs: values, deltas against the bootstrap noise, ranks, causes."""
+    from legival.tables import literal
     from legival_core.reports.diff import (
         RunNotFound,
         changes,
@@ -67,6 +68,7 @@ def diff(
         regressions,
         unmatched_rules,
     )
+    from legival_core.reports.safe_csv import write_csv
 
     t0 = time.perf_counter()
     try:
@@ -80,7 +82,7 @@ def diff(
         except RunNotFound as e:
             fail(str(e))
             raise
-    out_console.print(headline(ch), markup=False, highlight=False, soft_wrap=True)
+    out_console.print(literal(headline(ch)), highlight=False, soft_wrap=True)
     frame = ch.frame
     if frame.height:
         cols = ["teacher", "dataset", "metric", "change", "old", "new", "delta", "outside_ci", "rank_old", "rank_new",
@@ -92,12 +94,12 @@ def diff(
     if out is not None:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            frame.write_csv(out)
+            write_csv(frame, out)
         except OSError as e:
             fail(f"--out {out}: cannot write there ({e.strerror or e})")
     bad = regressions(frame, rules)
     for line in bad:
-        out_console.print(f"regression: {line}", markup=False, highlight=False, soft_wrap=True)
+        out_console.print(literal(f"regression: {line}"), highlight=False, soft_wrap=True)
     unmatched = unmatched_rules(ch, rules) if ch.old is not None else []
     for metric in unmatched:
         err_console.print(f"warning: --fail-on {metric}: no teacher has a value in the newer run; it gates nothing",
@@ -116,8 +118,14 @@ def diff(
 
 
 def _print_rows(cols: list[str], body: list[list[str]]) -> None:
-    """Aligned plain text: one line per row in any terminal or pipe (the last column unpadded)."""
-    width = [max(len(c), *(len(r[i]) for r in body)) if body else len(c) for i, c in enumerate(cols)]
+    """Aligned plain text: one line per row in any terminal or pipe (the last column unpadded); a name
+    prints as typed (`legival.tables.literal`)."""
+    from rich.cells import cell_len
+
+    from legival.tables import literal, visible
+
+    body = [[visible(c) for c in r] for r in body]
+    width = [max(cell_len(c), *(cell_len(r[i]) for r in body)) if body else len(c) for i, c in enumerate(cols)]
     for cells in (cols, *body):
-        line = "  ".join(c.ljust(width[i]) for i, c in enumerate(cells)).rstrip()
-        out_console.print(line, markup=False, highlight=False, soft_wrap=True)
+        line = "  ".join(c + " " * (width[i] - cell_len(c)) for i, c in enumerate(cells)).rstrip()
+        out_console.print(literal(line), highlight=False, soft_wrap=True)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from legival.app import DbOption, app, open_store, settings
-from legival.console import emit_summary, err_console
+from legival.console import emit_summary, err_console, fail
 from legival_core.spec import Efficiency, Report, Transfer, default_of
 
 
@@ -24,7 +24,7 @@ def serve(
     """Serve the report dashboard from the store (read-only) until interrupted: the page is built once,
     each connection is served on its own thread and a silent connection is dropped after a timeout."""
     from legival_core.reports.data import ReportConfig
-    from legival_core.reports.serve import make_server
+    from legival_core.reports.serve import PortInUse, make_server
 
     rep = settings(Report, resamples=resamples, seed=seed)
     config = ReportConfig(settings(Efficiency, tau=tau, model=model), settings(Transfer, n_bins=n_bins).n_bins,
@@ -32,7 +32,10 @@ def serve(
 
     store = open_store(db, read_only=True)
     with store:
-        server = make_server(store, port=port, config=config)
+        try:
+            server = make_server(store, port=port, config=config)
+        except PortInUse:
+            fail(f"port {port} is in use (choose another with --port)")
         host, bound = "127.0.0.1", int(server.server_address[1])
         err_console.print(f"Legi-Val dashboard on http://{host}:{bound}/  (Ctrl-C to stop)")
         print(f"http://{host}:{bound}/", flush=True)

@@ -67,28 +67,36 @@ def pick(finder: Finder, answer_text: str, reasoning: str, role: Role) -> Candid
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BRACE_RE = re.compile(r"[{}]")
+MAX_BOXES_INSIDE = 16
+"""A box that holds more boxes than this (nested at any depth) is not an answer: real answers hold at
+most two (`\\boxed{\\boxed{42}}`), and a degenerate `\\boxed{\\boxed{\\boxed{...` loop would otherwise
+make every level a candidate whose value is the whole rest of the loop (quadratic time and memory)."""
 
 
 def boxed_spans(text: str) -> list[Candidate]:
     """All balanced `\\boxed{...}` / `\\fbox{...}` in order of start; an unclosed one is not returned.
 
     Braces are counted raw, so `\\{1,2\\}` inside a box balances itself as in Hendrycks' code. One
-    pass with a stack keeps this linear even for a degenerate `\\boxed{\\boxed{\\boxed{...` loop.
+    pass with a stack keeps this linear even for a degenerate `\\boxed{\\boxed{\\boxed{...` loop, whose
+    outer levels hold more than MAX_BOXES_INSIDE boxes and are dropped.
     """
     openers = {m.end() - 1: m for m in _BOX_RE.finditer(text)}
     if not openers:
         return []
     out: list[Candidate] = []
-    stack: list[int] = []
+    stack: list[tuple[int, int]] = []  # (position of an open brace, boxes closed before it opened)
+    closed_boxes = 0
     for b in _BRACE_RE.finditer(text):
         i = b.start()
         if text[i] == "{":
-            stack.append(i)
+            stack.append((i, closed_boxes))
         elif stack:
-            opened = stack.pop()
+            opened, closed_before = stack.pop()
             m = openers.get(opened)
             if m is not None:
-                out.append(Candidate(m.start(), i + 1, text[opened + 1 : i].strip(), 1))
+                if closed_boxes - closed_before <= MAX_BOXES_INSIDE:
+                    out.append(Candidate(m.start(), i + 1, text[opened + 1 : i].strip(), 1))
+                closed_boxes += 1
     return sorted(out, key=lambda c: c.start)
 
 
@@ -129,10 +137,15 @@ def number_closed(text: str, end: int) -> bool:
     return True
 
 
+_HASH_RE = re.compile(r"####\s*(?:\$\s*)?(" + NUMBER_RE.pattern + ")")
+"""`\\s*(?:\\$\\s*)?`, not `\\s*\\$?\\s*`: the two adjacent `\\s*` split a run of spaces in every way
+before failing (quadratic: `#### ` + 20,000 spaces took seconds); both match the same texts."""
+
+
 def hash_answers(text: str, closed: bool) -> list[Candidate]:
     """GSM8K-style `#### 72` (optionally `#### $1,000`)."""
     out = []
-    for m in re.finditer(r"####\s*\$?\s*(" + NUMBER_RE.pattern + ")", text):
+    for m in _HASH_RE.finditer(text):
         if closed and not number_closed(text, m.end()):
             continue
         out.append(Candidate(m.start(), min(m.end() + 1, len(text)), m.group(1), 1))
@@ -210,10 +223,22 @@ def phrase_answers(text: str, closed: bool) -> list[Candidate]:
 # --- letters (multiple choice) -------------------------------------------------------------------
 
 
+# Possessive quantifiers (`*+`, `?+`) where a run of whitespace could otherwise be split between two
+# adjacent quantifiers in every way before the match fails (quadratic on a long run of spaces). The
+# letter that follows is never whitespace, so giving characters back could never have matched: the
+# patterns accept exactly what they accepted before.
+_LETTER_VALUE_RE = re.compile(r"(?:option|choice)?\s*+[(\[]?\s*+([A-Z])\s*[)\]]?(?=$|[\s.,:;)*])", re.IGNORECASE)
+_LETTER_PHRASE_RE = re.compile(
+    r"(?:\b(?:the\s+)?(?:correct\s+|final\s+)?answer\s*+(?:is|:)|^[ \t*#]*+answer\s*+:)"
+    r"[ \t*:]*+(?:option\s+|choice\s+)?+[(\[]?\s*+([A-Za-z])\b[)\]]?",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
 def _letter_of(value: str, letters: str) -> str | None:
     """`C`, `(C)`, `\\text{C}`, `C.`, `C) Paris`, `**C**` -> `C` when C is a valid letter."""
     v = re.sub(r"\\(?:text|textbf|mathrm|mathbf)\s*\{([^{}]*)\}", r"\1", value).strip().strip("*$ ")
-    m = re.match(r"(?:option|choice)?\s*[(\[]?\s*([A-Z])\s*[)\]]?(?=$|[\s.,:;)*])", v, re.IGNORECASE)
+    m = _LETTER_VALUE_RE.match(v)
     if not m:
         return None
     letter = m.group(1)
@@ -230,12 +255,7 @@ def letter_answers(text: str, closed: bool, letters: str = "ABCD") -> list[Candi
         letter = _letter_of(b.value, letters)
         if letter:
             out.append(Candidate(b.start, b.end, letter, 1))
-    pat = re.compile(
-        r"(?:\b(?:the\s+)?(?:correct\s+|final\s+)?answer\s*(?:is|:)|^[ \t*#]*answer\s*:)"
-        r"[ \t*:]*(?:option\s+|choice\s+)?[(\[]?\s*([A-Za-z])\b[)\]]?",
-        re.IGNORECASE | re.MULTILINE,
-    )
-    for m in pat.finditer(text):
+    for m in _LETTER_PHRASE_RE.finditer(text):
         letter = m.group(1)
         if letter.islower() or letter not in letters:
             continue

@@ -31,20 +31,30 @@ def canonical_groups(groups: list[list[str]]) -> str:
     return canonical_json(sorted(sorted(norm_word(w) for w in g) for g in groups))
 
 
+MAX_JSON_DEPTH = 32
+"""Brackets nested deeper than this are not a groupings object (one nests 4 deep, plus any brackets in
+its strings): such spans are skipped, so `json.loads` never recurses past Python's limit
+(`RecursionError`) and a degenerate `[[[[...` costs linear time, not one parse per level."""
+
+
 def _bracket_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of every balanced `{...}` / `[...]`, found in one linear pass.
+    """(start, end) of every balanced `{...}` / `[...]` at most MAX_JSON_DEPTH deep, in one linear pass.
 
     String-unaware on purpose: prose before the JSON has stray quotes that would derail string
     tracking, and a candidate span is validated by `json.loads` anyway.
     """
     spans = []
-    stack: list[tuple[str, int]] = []
+    stack: list[list[Any]] = []  # [closer, start, depth of the deepest span inside]
     for m in re.finditer(r"[{}\[\]]", text):
         ch, i = m.group(0), m.start()
         if ch in "{[":
-            stack.append(("}" if ch == "{" else "]", i))
+            stack.append(["}" if ch == "{" else "]", i, 0])
         elif stack and stack[-1][0] == ch:
-            spans.append((stack.pop()[1], i + 1))
+            _, start, inner = stack.pop()
+            if inner < MAX_JSON_DEPTH:
+                spans.append((start, i + 1))
+            if stack:
+                stack[-1][2] = max(stack[-1][2], inner + 1)
         else:
             stack.clear()  # a stray closer: nothing open before it can be well-formed JSON
     return sorted(spans)
@@ -53,10 +63,10 @@ def _bracket_spans(text: str) -> list[tuple[int, int]]:
 def _loads(s: str) -> Any:
     try:
         return json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):
         try:
             return json.loads(re.sub(r",\s*([}\]])", r"\1", s))
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
 
@@ -103,6 +113,17 @@ def json_groupings(text: str, closed: bool) -> list[Candidate]:
 _ITEM_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9'&.\-]*(?: [A-Za-z0-9'&.\-]+){0,2}")
 
 
+def _drop_trailing_note(item: str) -> str:
+    """`WORD (a note)` -> `WORD`: what `re.sub(r"\\s*\\([^)]*\\)\\s*$", "", item)` returns, in linear time
+    (the regex retried every `(` and every space of a run: quadratic on a degenerate `((((...`)."""
+    t = item.rstrip()
+    if not t.endswith(")"):
+        return item
+    close = len(t) - 1
+    opened = t.find("(", t.rfind(")", 0, close) + 1, close)  # the first `(` after the previous `)`
+    return item if opened == -1 else item[: len(t[:opened].rstrip())]
+
+
 def _line_group(line: str) -> list[str] | None:
     s = line.strip().strip("`").strip()
     s = re.sub(r"^(?:[-*•]\s+|\d+[.)]\s+)", "", s).replace("**", "")
@@ -113,8 +134,11 @@ def _line_group(line: str) -> list[str] | None:
     elif re.search(r"\s[-–—]\s", s):
         s = re.split(r"\s[-–—]\s", s)[-1]
     s = s.strip().strip("[]").strip()
-    items = [re.sub(r"\s*\([^)]*\)\s*$", "", it).strip().strip("\"'").strip() for it in s.split(",")]
-    if len(items) != 4 or not all(_ITEM_RE.fullmatch(it) for it in items):
+    parts = s.split(",")
+    if len(parts) != 4:
+        return None
+    items = [_drop_trailing_note(it).strip().strip("\"'").strip() for it in parts]
+    if not all(_ITEM_RE.fullmatch(it) for it in items):
         return None
     if any(re.match(r"(?:and|or)\s", it, re.IGNORECASE) for it in items):
         return None

@@ -26,18 +26,40 @@ def _matching_brace(s: str, open_at: int) -> int:
     return -1
 
 
+def _closing_braces(s: str) -> dict[int, int]:
+    """The index of the brace closing each balanced `{` of `s` (what `_matching_brace` finds), in one pass."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for m in re.finditer(r"[{}]", s):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            closing[stack.pop()] = m.start()
+    return closing
+
+
 def unwrap_whole(s: str) -> str:
-    """`\\text{Monday}` -> `Monday` when one text wrapper spans the whole answer."""
+    """`\\text{Monday}` -> `Monday` when one text wrapper spans the whole answer.
+
+    The answer is a window `s[lo:hi]` that shrinks, with every brace matched once up front: slicing
+    and re-matching per level was quadratic on a degenerate `\\text{\\text{\\text{...` answer.
+    """
+    if not s.startswith(_UNIT_WRAPPERS):
+        return s
+    closing = _closing_braces(s)
+    lo, hi = 0, len(s)
     changed = True
     while changed:
         changed = False
         for w in _UNIT_WRAPPERS:
-            if s.startswith(w):
-                end = _matching_brace(s, len(w) - 1)
-                if end == len(s) - 1:
-                    s = s[len(w) : -1].strip()
-                    changed = True
-    return s
+            if s.startswith(w, lo, hi) and closing.get(lo + len(w) - 1) == hi - 1:
+                lo, hi = lo + len(w), hi - 1
+                while lo < hi and s[lo].isspace():
+                    lo += 1
+                while hi > lo and s[hi - 1].isspace():
+                    hi -= 1
+                changed = True
+    return s[lo:hi]
 
 
 def is_numeric_like(s: str) -> bool:
@@ -56,7 +78,7 @@ def remove_trailing_units(s: str) -> str:
         if end == -1:
             continue
         tail = s[end + 1 :]
-        if not re.fullmatch(r"\s*(?:\^\{?[23]\}?)?\s*\.?", tail):
+        if not re.fullmatch(r"\s*+(?:\^\{?[23]\}?)?\s*+\.?", tail):  # possessive: linear on a run of spaces
             continue
         head = s[:idx].rstrip()
         if is_numeric_like(head):
@@ -89,6 +111,9 @@ def fix_sqrt(s: str) -> str:
     return re.sub(r"\\sqrt\s*([0-9a-zA-Z])", r"\\sqrt{\1}", s)
 
 
+_UNIT_WORD_RE = re.compile(r"\\text\{\s*(?:degrees?|percent)\s*\}\s*$")
+
+
 def strip_string(s: str) -> str:
     """Hendrycks MATH normalisation, extended with thousands separators and wrapper unwrapping.
 
@@ -107,7 +132,9 @@ def strip_string(s: str) -> str:
     s = unwrap_whole(s)
     s = remove_trailing_units(s)
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree", "", s)
-    s = re.sub(r"\s*(?:\\text\{\s*(?:degrees?|percent)\s*\})\s*$", "", s)
+    m = _UNIT_WORD_RE.search(s)  # was re.sub(r"\s*(?:\\text...)\s*$"): quadratic on a run of spaces
+    if m:
+        s = s[: m.start()].rstrip()
     s = s.replace("\\%", "").replace("%", "")
     s = s.replace(" .", " 0.").replace("{.", "{0.")
     if s.startswith("."):

@@ -31,6 +31,21 @@ class LineProblem:
     message: str
 
 
+class DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique: `json.loads` would keep the last of two equal keys."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        raise DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return out
+
+
 def parse_json_line(raw: bytes, line: int) -> dict[str, Any] | LineProblem:
     """One JSONL line (bytes, no newline) as a JSON object, or what is wrong with it."""
     try:
@@ -38,7 +53,9 @@ def parse_json_line(raw: bytes, line: int) -> dict[str, Any] | LineProblem:
     except UnicodeDecodeError as e:
         return LineProblem(line, "<encoding>", f"invalid UTF-8 byte 0x{raw[e.start]:02x} at column {e.start + 1}")
     try:
-        rec = json.loads(text)
+        rec = json.loads(text, object_pairs_hook=_unique_keys)
+    except DuplicateKey as e:
+        return LineProblem(line, "<json>", f"duplicate key {e.key!r} in a JSON object (which value is meant?)")
     except json.JSONDecodeError as e:
         return LineProblem(line, "<json>", f"malformed JSON: {e.msg} at column {e.colno}")
     except RecursionError:

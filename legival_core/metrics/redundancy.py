@@ -32,10 +32,27 @@ def max_prev_similarity(embeddings: np.ndarray) -> list[float]:
     m = embeddings.shape[0]
     if m < 2:
         return []
+    if m > MAX_STEPS:  # the trace fails alone (legival_core/stages/isolation.py), with this reason
+        raise ValueError(f"{m:,} steps: over the {MAX_STEPS:,} the pairwise redundancy computes "
+                         f"(m x m similarities); a degenerate trace")
+    if m > BLOCK_ROWS:  # bounded memory: BLOCK_ROWS x m similarities at a time
+        out: list[float] = []
+        for lo in range(1, m, BLOCK_ROWS):
+            hi = min(m, lo + BLOCK_ROWS)
+            block = embeddings[lo:hi] @ embeddings[:hi].T
+            block[np.arange(hi - lo)[:, None] <= np.arange(hi)[None, :] - lo] = -np.inf
+            out += [float(x) for x in block.max(axis=1)]
+        return out
     sims = embeddings @ embeddings.T
     # Row i keeps only columns j < i: mask the diagonal and everything after it.
     sims[np.triu_indices(m)] = -np.inf
     return [float(x) for x in sims[1:].max(axis=1)]
+
+
+MAX_STEPS = 50_000
+"""Steps past which a trace's redundancy is not computed (50k x 50k similarities: ~10 s of BLAS)."""
+BLOCK_ROWS = 4096
+"""Rows of the similarity matrix held at once past this many steps (the whole matrix below it)."""
 
 
 def redundancy(max_prev: Sequence[float], tau: float) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 from legival_core.bulk import spread
 from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
 from legival_core.plan.throughput import Table, ThroughputError, estimate_time, load_table
-from legival_core.spec import BenchmarkSpec, Teacher
+from legival_core.spec import BenchmarkSpec, Ingest, Teacher
 from legival_core.store import Store
 from legival_core.store import planner as reads
 
@@ -157,7 +157,7 @@ def scratch_plan(spec: BenchmarkSpec, db: Path, *, teachers: list[str] | None = 
         before = store.count("traces")
         for t in chosen:
             if t.generate is None:
-                ingest_teacher_files(store, t)
+                ingest_teacher_files(store, t, spec.ingest)
         grade_store(store)
         p = plan_benchmark(spec, store, teachers=teachers, store_name=str(db), **kwargs)
         p.traces_new = p.traces_stored - before
@@ -173,11 +173,12 @@ def _complete(store: Store) -> bool:
     return not GradeStage().plan(store).units and not SegmentStage().plan(store).units
 
 
-def ingest_teacher_files(store: Store, teacher: Teacher) -> int:
+def ingest_teacher_files(store: Store, teacher: Teacher, limits: Ingest) -> int:
     """Store a teacher's trace files as a run does (`ingest_spec_file`); new traces."""
     from legival_core.stages.ingest import ingest_spec_file
 
-    return sum(ingest_spec_file(store, path, teacher.name, teacher.select).new_traces for path in teacher.traces)
+    return sum(ingest_spec_file(store, path, teacher.name, teacher.select, limits).new_traces
+               for path in teacher.traces)
 
 
 def _chosen(spec: BenchmarkSpec, teachers: list[str] | None) -> list[Teacher]:

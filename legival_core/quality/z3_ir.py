@@ -195,7 +195,7 @@ class _StepProblem(Exception):
 
 def _number(value: Any, field_name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise _StepProblem(field_name, f"expected a number, got {value!r}")
+        raise _StepProblem(field_name, f"expected a number, got {_repr(value)}")
     try:
         f = float(value)
     except ValueError:
@@ -207,41 +207,63 @@ def _number(value: Any, field_name: str) -> float:
     return f
 
 
+def _repr(value: Any) -> str:
+    """`repr(value)` for an error message, also for a value that has none: an int with more digits than
+    Python converts to text (alone or inside a list), a list nested past the recursion limit."""
+    try:
+        return repr(value)
+    except ValueError:
+        if isinstance(value, int):
+            return f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"
+        return f"<a {type(value).__name__} holding an integer too long to print>"
+    except RecursionError:
+        return f"<a {type(value).__name__} nested too deep to print>"
+
+
 def _short(value: Any, width: int = 40) -> str:
     """A value for an error message: its repr, cut to `width` characters (a 400-digit constant)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int with more digits than Python converts to text
-        return f"<an integer of about {value.bit_length() * 0.30103:.0f} digits>"
+    text = _repr(value)
     return text if len(text) <= width else f"{text[: width - 5]}...({len(text)} characters)"
 
 
 def _name(value: Any, field_name: str) -> str:
     if not isinstance(value, str) or not value:
-        raise _StepProblem(field_name, f"expected a non-empty variable name, got {value!r}")
+        raise _StepProblem(field_name, f"expected a non-empty variable name, got {_repr(value)}")
     return value
 
 
-def _operand(obj: Any, path: str) -> Operand:
+MAX_OPERAND_DEPTH = 100
+"""Operands nested deeper than this make the IR invalid, in lenient parsing too (the published IRs nest
+at most 3 deep): parsing, compiling and printing an operand recurse once per level, and Python's stack
+would overflow first (a `RecursionError`, which `z3_verify` reported the same way)."""
+
+
+class _TooDeep(_StepProblem):
+    """Internal: an operand nested past MAX_OPERAND_DEPTH; `parse_ir` raises it as IRValidationError."""
+
+
+def _operand(obj: Any, path: str, depth: int = 0) -> Operand:
+    if depth > MAX_OPERAND_DEPTH:
+        raise _TooDeep(path, f"operand nested too deeply (more than {MAX_OPERAND_DEPTH} levels)")
     if not isinstance(obj, Mapping):
-        raise _StepProblem(path, f"expected an operand object, got {obj!r}")
+        raise _StepProblem(path, f"expected an operand object, got {_repr(obj)}")
     if obj.get("var") is not None:
         return VarRef(_name(obj["var"], f"{path}.var"))
     if obj.get("const") is not None:
         return Const(_number(obj["const"], f"{path}.const"))
     if "op" in obj:
-        return _binexpr(obj, path)
+        return _binexpr(obj, path, depth)
     raise _StepProblem(path, "operand needs 'var', 'const' or 'op'/'left'/'right'")
 
 
-def _binexpr(obj: Any, path: str) -> BinExpr:
+def _binexpr(obj: Any, path: str, depth: int = 0) -> BinExpr:
     if not isinstance(obj, Mapping):
-        raise _StepProblem(path, f"expected an expression object, got {obj!r}")
+        raise _StepProblem(path, f"expected an expression object, got {_repr(obj)}")
     op = obj.get("op")
     if op not in ARITH_OPS:
-        raise _StepProblem(f"{path}.op", f"expected one of {ARITH_OPS}, got {op!r}")
-    left = _operand(obj.get("left"), f"{path}.left")
-    right = _operand(obj.get("right"), f"{path}.right")
+        raise _StepProblem(f"{path}.op", f"expected one of {ARITH_OPS}, got {_repr(op)}")
+    left = _operand(obj.get("left"), f"{path}.left", depth + 1)
+    right = _operand(obj.get("right"), f"{path}.right", depth + 1)
     return BinExpr(cast(ArithOp, op), left, right)
 
 
@@ -257,9 +279,9 @@ def _parse_step(st: Mapping[str, Any]) -> Step:
     if not track:
         raise _StepProblem("track", "missing or empty")
     if not isinstance(track, str):
-        raise _StepProblem("track", f"expected a string, got {track!r}")
+        raise _StepProblem("track", f"expected a string, got {_repr(track)}")
     if op not in STEP_OPS:
-        raise _StepProblem("op", f"expected one of {STEP_OPS}, got {op!r}")
+        raise _StepProblem("op", f"expected one of {STEP_OPS}, got {_repr(op)}")
 
     if op == "set":
         if st.get("var") is None:
@@ -270,24 +292,24 @@ def _parse_step(st: Mapping[str, Any]) -> Step:
         try:
             return SetStep(track, var, _number(st["value"], "value"))
         except _StepProblem as e:
-            raise _StepProblem(e.field_name, e.message, bumps=var) from None
+            raise type(e)(e.field_name, e.message, bumps=var) from None
 
     if op == "update":
         arith = st.get("arith") or {}
         if not isinstance(arith, Mapping):
-            raise _StepProblem("arith", f"expected an object, got {arith!r}")
+            raise _StepProblem("arith", f"expected an object, got {_repr(arith)}")
         if st.get("var") is None:
             raise _StepProblem("var", "missing")
         kind = arith.get("kind")
         if kind not in ARITH_OPS:
-            raise _StepProblem("arith.kind", f"expected one of {ARITH_OPS}, got {kind!r}")
+            raise _StepProblem("arith.kind", f"expected one of {ARITH_OPS}, got {_repr(kind)}")
         if arith.get("value") is None:
             raise _StepProblem("arith.value", "missing")
         var = _name(st["var"], "var")
         try:
             return UpdateStep(track, var, cast(ArithOp, kind), _number(arith["value"], "arith.value"))
         except _StepProblem as e:
-            raise _StepProblem(e.field_name, e.message, bumps=var) from None
+            raise type(e)(e.field_name, e.message, bumps=var) from None
 
     if op == "set_expr":
         target_field: Literal["var", "lhs"] = "var"
@@ -306,7 +328,7 @@ def _parse_step(st: Mapping[str, Any]) -> Step:
         except _StepProblem as e:
             # The repository dialect skips an lhs-targeted step only after bumping it; the published
             # dialect never reaches the bump (it ignores lhs targets), which the compiler accounts for.
-            raise _StepProblem(e.field_name, e.message, bumps=var) from None
+            raise type(e)(e.field_name, e.message, bumps=var) from None
 
     lhs_raw, rhs_raw = st.get("lhs"), st.get("rhs")
     form: Literal["sides", "var_value"] = "sides"
@@ -356,10 +378,10 @@ def parse_ir(obj: Mapping[str, Any], *, lenient: bool = False) -> IR:
             raise IRValidationError(path, "expected an object with 'name' and 'type'")
         name = v.get("name")
         if not isinstance(name, str) or not name:
-            raise IRValidationError(f"{path}.name", f"expected a non-empty string, got {name!r}")
+            raise IRValidationError(f"{path}.name", f"expected a non-empty string, got {_repr(name)}")
         vtype = v.get("type", "Int")
         if vtype not in ("Int", "Real"):
-            raise IRValidationError(f"{path}.type", f"expected 'Int' or 'Real', got {vtype!r}")
+            raise IRValidationError(f"{path}.type", f"expected 'Int' or 'Real', got {_repr(vtype)}")
         if name in variables and not lenient:
             raise IRValidationError(f"{path}.name", f"variable {name!r} declared twice")
         variables[name] = Variable(name, cast(VarType, vtype))  # the authors' dict keeps the last
@@ -368,7 +390,7 @@ def parse_ir(obj: Mapping[str, Any], *, lenient: bool = False) -> IR:
     for i, st in enumerate(raw_steps):
         if not isinstance(st, Mapping):
             if not lenient:
-                raise IRValidationError(f"steps[{i}]", f"expected an object, got {st!r}")
+                raise IRValidationError(f"steps[{i}]", f"expected an object, got {_repr(st)}")
             steps.append(SkippedStep(None, None, "not an object", None, {}))
             continue
         try:
@@ -376,7 +398,7 @@ def parse_ir(obj: Mapping[str, Any], *, lenient: bool = False) -> IR:
         except _StepProblem as e:
             track = st.get("track")
             where = f"steps[{i}]" + (f" (track {track!r})" if isinstance(track, str) and track else "")
-            if not lenient:
+            if not lenient or isinstance(e, _TooDeep):
                 raise IRValidationError(f"{where}.{e.field_name}", e.message) from None
             op = st.get("op")
             steps.append(

@@ -187,19 +187,29 @@ def tu_curve_table(agg: Aggregates, boot: BootstrapResult | None) -> pl.DataFram
 
 
 def write_report(data: ReportData, store: Store | None, out: str | Path) -> list[str]:
-    """Write every file of the report directory; returns their names."""
+    """Write every file of the report directory, whole or not at all (`outdir.replaced_whole`: into a
+    new directory beside `out`, then swapped into place); returns their names."""
+    from legival_core.reports.outdir import replaced_whole, write_manifest
+
+    with replaced_whole(out) as new:
+        files = _write_files(data, store, new)
+        write_manifest(new, files)
+    return files
+
+
+def _write_files(data: ReportData, store: Store | None, out: Path) -> list[str]:
+    """Every file of the report into the (new, empty) directory `out`."""
     import polars as pl
 
     from legival_core.reports.dashboard import dashboard_html
     from legival_core.reports.paper_plots import write_paper_plots
     from legival_core.reports.plots import write_plots
+    from legival_core.reports.safe_csv import write_csv
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     files: list[str] = []
 
     def csv(frame: pl.DataFrame, name: str) -> None:
-        frame.write_csv(out / name)
+        write_csv(frame, out / name)  # every report CSV: text cells neutralised (safe_csv)
         files.append(name)
 
     csv(data.aggregates.by_dataset, "teacher_dataset_metrics.csv")

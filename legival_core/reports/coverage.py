@@ -7,7 +7,10 @@ A report keeps one schema whatever stages ran, so an empty cell must say why it 
   (from the registry's stage entry) that computes it;
 - `unavailable`: the stage ran but its model is not installed here; `detail` is the stored reason;
 - `too few traces`: the stage ran, but the cell has no trace the metric can use (no correct trace
-  for transfer, no first success for SOTU, every trace undefined, ...).
+  for transfer, no first success for SOTU, every trace undefined, ...);
+- `failed`: every unit of the cell that its stage tried failed alone (legival_core/stages/isolation.py).
+  Any status's `detail` then says `failed: N traces (reason)`, also when the other traces were
+  computed; a record skipped at ingest (over the size limit) counts for every metric of its cell.
 
 `coverage.csv` has one row per (teacher, dataset, metric) for every registered metric (a metric
 family, e.g. other reward models, is left out), the dashboard shows it as a panel and `legival report`
@@ -22,12 +25,13 @@ from typing import TYPE_CHECKING
 from legival_core.metrics.base import MetricInfo, all_metrics
 from legival_core.registry import entry
 from legival_core.store import Store
+from legival_core.store import failures as failure_rows
 from legival_core.store import report as reads
 
 if TYPE_CHECKING:
     import polars as pl
 
-COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW = "computed", "not run", "unavailable", "too few traces"
+COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW, FAILED = "computed", "not run", "unavailable", "too few traces", "failed"
 COLUMNS = ("teacher", "dataset", "metric", "stage", "status", "n", "detail")
 
 
@@ -58,10 +62,14 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
     }
     status_rows = reads.metric_status_counts(store)
     td = {(r["teacher"], r["dataset"]): r for r in by_dataset.iter_rows(named=True)}
+    failed = failure_rows.failures_by_cell(store)
+    for r in failed.iter_rows(named=True):  # a cell whose every record was skipped at ingest still has a row
+        stats.setdefault((r["teacher"], r["dataset"]), {"_all": 0, "_complete": 0, "_graded": 0, "_segmented": 0})
     rows: list[tuple[object, ...]] = []
     for info in metrics:
         for (teacher, dataset), cell in sorted(stats.items()):
             status, n, detail = _status(info, cell, td.get((teacher, dataset), {}), status_rows, teacher, dataset)
+            status, detail = _with_failures(info, status, n, detail, failed, teacher, dataset)
             rows.append((teacher, dataset, info.name, info.stage, status, n, detail))
     return pl.DataFrame(rows, orient="row", schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "metric": pl.Utf8,
                                                      "stage": pl.Utf8, "status": pl.Utf8, "n": pl.Int64,
@@ -118,6 +126,36 @@ def _status(info: MetricInfo, cell: dict[str, object], td: dict[str, object],
     return COMPUTED, 0, ""
 
 
+STEP_STAGES = ("efficiency", "transfer", "judge", "quality")
+"""The stages of the metrics that rest on a trace's steps: a trace that failed segmentation has none."""
+
+
+def _with_failures(info: MetricInfo, status: str, n: int, detail: str, failed: pl.DataFrame, teacher: str,
+                   dataset: str) -> tuple[str, str]:
+    """The status and detail once the cell's failed units are counted: "failed" when nothing was
+    computed, and `failed: N traces (reason)` in the detail (after what was there)."""
+    if failed.is_empty():
+        return status, detail
+    hits = [r for r in failed.iter_rows(named=True) if r["teacher"] == teacher and r["dataset"] == dataset
+            and _failure_applies(str(r["stage"]), info.stage)]
+    if not hits:
+        return status, detail
+    count = sum(int(r["failed"]) for r in hits)
+    note = f"failed: {count} trace{'s' if count != 1 else ''} ({'; '.join(str(r['reason']) for r in hits)})"
+    if status in (NOT_RUN, TOO_FEW) and n == 0:
+        return FAILED, note
+    return status, f"{detail}; {note}" if detail else note
+
+
+def _failure_applies(failed_stage: str, metric_stage: str) -> bool:
+    stage = failed_stage.split(":")[0]
+    if stage == "ingest":
+        return True
+    if stage == "segment":
+        return metric_stage in STEP_STAGES
+    return stage == metric_stage
+
+
 def _members(info: MetricInfo) -> list[str]:
     from legival_core.metrics.quality import DIMENSIONS
 
@@ -161,7 +199,7 @@ def summary_line(coverage: pl.DataFrame) -> str:
     if coverage.height == 0:
         return "coverage: no trace in the store"
     parts = []
-    for status in (COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW):
+    for status in (COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW, FAILED):
         sub = coverage.filter(pl.col("status") == status)
         if sub.height == 0:
             continue
@@ -169,6 +207,9 @@ def summary_line(coverage: pl.DataFrame) -> str:
         if status == NOT_RUN:
             text += f" ({'; '.join(sorted(set(sub['detail'].to_list())))})"
         parts.append(text)
+    cells = coverage.filter(pl.col("detail").str.contains("failed: ", literal=True)).select("teacher", "dataset").unique()
+    if cells.height:
+        parts.append(f"failed traces in {cells.height} (teacher, dataset) cell(s) (`failed:` in coverage.csv)")
     return "coverage: " + ", ".join(parts) + " (coverage.csv)"
 
 

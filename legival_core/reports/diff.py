@@ -15,13 +15,13 @@ identical runs give an empty diff.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from legival_core.metrics.base import all_metrics
+from legival_core.reports import markdown
 from legival_core.reports.runs import ALL, dependencies
 from legival_core.store import Store
 from legival_core.store import runs as run_reads
@@ -408,13 +408,13 @@ def headline(ch: Changes) -> str:
 
 def diff_markdown(ch: Changes, limit: int = 40) -> str:
     """The Prefect artifact: the headline and the first `limit` rows."""
-    lines = ["# Changes since the last run", "", headline(ch), ""]
+    lines = ["# Changes since the last run", "", markdown.cell(headline(ch)), ""]
     if ch.frame.height:
         cols = ["teacher", "dataset", "metric", "change", "old", "new", "delta", "outside_ci", "rank_old",
                 "rank_new", "cause"]
-        lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        lines += [markdown.row(cols), "|" + "---|" * len(cols)]
         for r in ch.frame.head(limit).iter_rows(named=True):
-            lines.append("| " + " | ".join(_md(r[c]) for c in cols) + " |")
+            lines.append(markdown.row(markdown.cell(format_cell(r[c])) for c in cols))
         if ch.frame.height > limit:
             lines.append(f"\n{ch.frame.height - limit} more rows in diff.csv")
     return "\n".join(lines) + "\n"
@@ -432,7 +432,3 @@ def format_cell(v: Any) -> str:
     if isinstance(v, list):
         return ",".join(str(x) for x in v)
     return str(v)
-
-
-def _md(v: Any) -> str:
-    return html.escape(format_cell(v)).replace("|", "\\|").replace("\n", " ")

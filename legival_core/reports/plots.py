@@ -19,7 +19,9 @@ def _plt() -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"figure.dpi": 110, "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+    # text.parse_math off: a label is a name from the traces, drawn as typed (`$x$` is no formula to parse)
+    plt.rcParams.update({"figure.dpi": 110, "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+                         "text.parse_math": False})
     return plt
 
 

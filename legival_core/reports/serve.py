@@ -6,12 +6,14 @@ trace's steps, grade and rollouts as JSON.
 
 Each connection is served on its own daemon thread (`ThreadingHTTPServer`) with a socket timeout, so
 a client that connects and sends nothing (or stalls mid-request) delays nobody and is dropped after
-`timeout` seconds. The page and its figures are built once at start; the per-request store reads share
+`timeout` seconds. The port is bound first, so a port in use is refused (`PortInUse`) before any work.
+The page and its figures are built once at start; the per-request store reads share
 the one DuckDB connection, which is not thread-safe, so they run one at a time under a lock.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import tempfile
 import threading
@@ -36,10 +38,34 @@ class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class PortInUse(Exception):
+    """Another process listens on the port the dashboard was asked to use."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(f"port {port} is in use")
+        self.port = port
+
+
 def make_server(store: Store, port: int = 8765, config: ReportConfig | None = None,
                 timeout: float = SOCKET_TIMEOUT_S) -> DashboardServer:
-    """The page is `compute_report`'s, the same code path as `legival report` (one dashboard)."""
-    config = config or ReportConfig()
+    """The page is `compute_report`'s, the same code path as `legival report` (one dashboard). The port
+    is bound before the page is built: `PortInUse` comes at once, not after the report."""
+    try:
+        server = DashboardServer(("127.0.0.1", port), BaseHTTPRequestHandler)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise PortInUse(port) from e
+        raise
+    try:
+        server.RequestHandlerClass = _handler(store, config or ReportConfig(), timeout)
+    except BaseException:
+        server.server_close()
+        raise
+    return server
+
+
+def _handler(store: Store, config: ReportConfig, timeout: float) -> type[BaseHTTPRequestHandler]:
+    """The request handler over the page built now and the store read per request."""
     tau, model = config.tau, config.model
     data = compute_report(store, config)
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,4 +117,4 @@ def make_server(store: Store, port: int = 8765, config: ReportConfig | None = No
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             return
 
-    return DashboardServer(("127.0.0.1", port), Handler)
+    return Handler

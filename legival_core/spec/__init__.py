@@ -8,7 +8,16 @@ about a default.
 from legival_core.spec.analyses import Monitor, RewardModel, Rewards, SupervisorModel
 from legival_core.spec.base import SpecError, Strict, default_of, format_errors
 from legival_core.spec.benchmark import BenchmarkSpec, load_spec, parse_spec
-from legival_core.spec.sections import Efficiency, Execution, Judge, Profile, Quality, Report, Transfer
+from legival_core.spec.sections import (
+    Efficiency,
+    Execution,
+    Ingest,
+    Judge,
+    Profile,
+    Quality,
+    Report,
+    Transfer,
+)
 from legival_core.spec.students import Decoding, Student, student_config
 from legival_core.spec.teachers import Generation, Teacher
 
@@ -18,6 +27,7 @@ __all__ = [
     "Efficiency",
     "Execution",
     "Generation",
+    "Ingest",
     "Judge",
     "Monitor",
     "Profile",

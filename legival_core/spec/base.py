@@ -4,6 +4,7 @@ and validation of names against the registry (never against a hand-written list)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ class Strict(BaseModel):
     def _known_keys(cls, data: Any) -> Any:
         if isinstance(data, dict):
             allowed = set(cls.model_fields)
-            unknown = sorted(str(k) for k in data if k not in allowed)
+            unknown = sorted(shown(k, str) for k in data if k not in allowed)
             if unknown:
                 raise ValueError(
                     f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
@@ -41,9 +42,21 @@ def default_of(model: type[BaseModel], field: str) -> Any:
     return model.model_fields[field].get_default(call_default_factory=True)
 
 
+def shown(value: Any, as_text: Callable[[Any], str] = repr) -> str:
+    """`repr(value)` (or `as_text`) for a message; a value that has none (an int past Python's 4,300-digit
+    limit, a list nested past the recursion limit) is named by its type."""
+    try:
+        return as_text(value)
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__}>"
+
+
 def resolve_path(p: Path, info: ValidationInfo) -> Path:
     base = (info.context or {}).get("base_dir")
-    p = Path(p).expanduser()
+    try:
+        p = Path(p).expanduser()
+    except RuntimeError as e:  # `~user/...` for a user without a home directory
+        raise ValueError(f"{p}: {e}") from None
     return p if p.is_absolute() or base is None else (Path(base) / p).resolve()
 
 
@@ -71,6 +84,6 @@ def format_errors(e: ValidationError, source: str) -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "<top>"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "literal_error":
-            msg = f"{msg} (got {err.get('input')!r})"
+            msg = f"{msg} (got {shown(err.get('input'))})"
         lines.append(f"  {loc}: {msg}")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from legival_core.spec.analyses import Monitor, Rewards, SupervisorModel
 from legival_core.spec.base import SpecError, Strict, format_errors, registered_name, resolve_path
-from legival_core.spec.sections import Efficiency, Execution, Judge, Quality, Report, Transfer
+from legival_core.spec.sections import Efficiency, Execution, Ingest, Judge, Quality, Report, Transfer
 from legival_core.spec.students import Student
 from legival_core.spec.teachers import Teacher
 from legival_core.transfer.planner import StudentConfig
@@ -28,6 +28,7 @@ class BenchmarkSpec(Strict):
     teachers: list[Teacher] = Field(min_length=1)
     datasets: list[str] = Field(min_length=1)
     students: list[Student] = Field(default_factory=lambda: [Student()])
+    ingest: Ingest = Ingest()
     efficiency: Efficiency = Efficiency()
     transfer: Transfer = Transfer()
     judge: Judge = Judge()
@@ -109,8 +110,10 @@ def load_spec(path: str | Path, check_files: bool = True) -> BenchmarkSpec:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text: {e}") from None
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: a date or int PyYAML cannot build
         raise SpecError(f"{path}: not valid YAML: {e}") from None
     return parse_spec(data, path.resolve().parent, str(path), check_files)

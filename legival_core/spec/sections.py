@@ -20,6 +20,18 @@ from legival_core.spec.base import Strict, registered_name, resolve_path
 Profile = Literal["spec", "preprint"]
 
 
+class Ingest(Strict):
+    """The input boundary (`legival ingest`, a spec's trace files, generated records): text is
+    validated once, here, and nothing downstream re-validates it."""
+
+    max_trace_bytes: int = Field(default=2_000_000, ge=1, description=(
+        "a trace whose reasoning + answer is longer (UTF-8 bytes) is skipped and counted (`too_large`), "
+        "not stored: a degenerate output of that size is a repetition loop, not reasoning"))
+    repair_text: bool = Field(default=False, description=(
+        "replace invalid Unicode (lone surrogates, NUL, non-characters) by U+FFFD and count the repaired "
+        "records, instead of refusing the line"))
+
+
 class Efficiency(Strict):
     """Token/step length, redundancy (embedding model, threshold tau) and lexical backtracking."""
 
@@ -118,6 +130,13 @@ class Execution(Strict):
     """Where and how wide to run; never part of a content key."""
 
     ray_address: str = Field(default="local", description="'local' starts Ray in-process; else 'auto' or ray://HOST:10001")
+    unit_timeout_s: float | None = Field(default=300.0, gt=0, description=(
+        "seconds one unit (a trace's metrics, its rollouts, a quality record) may compute before it fails "
+        "alone, stored with the reason (docs/CLI.md 'Failure contract'); a 150 KB degenerate trace takes "
+        "~6 s to segment. Enforced in-process on the main thread and in worker processes; null: no limit"))
+    connect_timeout_s: float = Field(default=15.0, gt=0, description=(
+        "seconds the Ray cluster (`ray_address`) and the Prefect API (PREFECT_API_URL) get to answer before a "
+        "run fails, naming the one that did not"))
     local_cpus: int | None = Field(default=None, ge=1, description="CPUs of the local Ray (default: all)")
     gpus_per_engine: float = Field(default=0.0, ge=0)
     accelerator: str | None = Field(default=None, min_length=1, description=(

@@ -26,7 +26,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from legival_core.registry import register
+from legival_core.stages.cancel import raise_if_cancelled
+from legival_core.stages.isolation import (
+    StageFailures,
+    UnitFailure,
+    current,
+    failure_stage,
+    isolated,
+    split_failures,
+    unit_key,
+)
 from legival_core.store import Store
+from legival_core.store import failures as failure_rows
 
 if TYPE_CHECKING:
     from collections import deque
@@ -108,6 +119,7 @@ class InProcessExecutor:
     def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
         if not units:
             return
+        work = isolated(work)
         worker = work.setup()
         try:
             for i in range(0, len(units), max(1, work.chunk_size)):
@@ -145,6 +157,7 @@ class ProcessExecutor:
     def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
         from collections import deque
 
+        work = isolated(work)
         size = max(1, work.chunk_size)
         chunks = [units[i : i + size] for i in range(0, len(units), size)]
         n = min(self.workers, len(chunks))
@@ -283,6 +296,8 @@ class Plan(Generic[U, S]):
     total: int = 0
     done: int = 0
     notes: list[str] = field(default_factory=list)
+    failures: list[UnitFailure] = field(default_factory=list)
+    """Units the plan itself found unusable (a record over the size limit): stored as failures."""
 
 
 class Stage(Protocol[U, R, S]):
@@ -318,22 +333,85 @@ def run_stage(
     executor: Executor | None = None,
     progress: Progress | None = None,
 ) -> S:
-    """plan -> run -> commit per batch, the same for every caller; returns the stage's summary."""
+    """plan -> run -> commit per batch, the same for every caller; returns the stage's summary.
+
+    Units that failed alone (`legival_core.stages.isolation`) are stored with their reason instead of
+    committed, counted in the run's ledger (`isolation.current().ledger`, the command's `failed: N`),
+    and left out of the next run's plan unless it retries them (`--retry-failed`, or a new code version)."""
     access = store_access(store) if isinstance(store, Store) else store
     for pre in getattr(stage, "requires", ()):
         run_stage(pre, access, None)
+    settings = current()
+    name = failure_stage(stage)
+    ledger = StageFailures(name)
+    version = stage_code_version(stage)
     with access() as s:
         plan = stage.plan(s)
+        before = failure_rows.failed_units(s, name)
+        if plan.failures:
+            failure_rows.record_failures(s, [_failure_row(name, f, version) for f in plan.failures])
+    ledger.failed += plan.failures
+    units, retried = _without_failed(plan.units, before, version, settings.retry_failed, ledger)
+    ledger.attempted = len(units) + len(plan.failures)
+    if ledger.attempted or ledger.skipped:
+        settings.ledger.append(ledger)
     done = plan.done
     if progress is not None:
         progress(done, plan.total)
-    if plan.units:
-        for batch in stage.run(plan.units, executor or InProcessExecutor()):
+    failed: set[str] = set()
+    if units:
+        raise_if_cancelled(f"the {name} stage")
+        for batch in stage.run(units, executor or InProcessExecutor()):
+            results, failures = split_failures(batch)
             with access() as s:
-                done += stage.commit(s, batch, plan)
+                if failures:
+                    failure_rows.record_failures(s, [_failure_row(name, f, version) for f in failures])
+                if results or not failures:  # an empty batch is committed as before (a judge counts held-back calls)
+                    done += stage.commit(s, results, plan)
+            ledger.failed += failures
+            failed.update(f.unit_key for f in failures)
             if progress is not None:
                 progress(done, plan.total)
+            raise_if_cancelled(f"the next batch of the {name} stage")  # this batch is committed
+    if retried:
+        with access() as s:  # computed this time: no longer failed
+            failure_rows.clear_failures(s, name, [k for k in retried if k not in failed])
     return plan.summary
+
+
+def stage_code_version(stage: Any) -> str:
+    """The version of the code that produces a stage's rows: Legi-Val's, and the stage's own
+    `code_version` when it declares one. A failure stored under another version is retried."""
+    from legival_core import __version__
+
+    own = getattr(stage, "code_version", "")
+    return f"{__version__}+{own}" if own else __version__
+
+
+def _without_failed(units: list[U], before: dict[str, str], version: str, retry: bool,
+                    ledger: StageFailures) -> tuple[list[U], list[str]]:
+    """The plan's units less those that failed before under this code version (unless `retry`), and
+    the keys of the failed ones run again."""
+    if not before:
+        return units, []
+    keep: list[U] = []
+    retried: list[str] = []
+    for u in units:
+        k = unit_key(u)
+        was = before.get(k)
+        if was is None:
+            keep.append(u)
+        elif retry or was != version:
+            keep.append(u)
+            retried.append(k)
+        else:
+            ledger.skipped += 1
+    return keep, retried
+
+
+def _failure_row(stage: str, f: UnitFailure, version: str) -> dict[str, Any]:
+    return {"stage": stage, "unit_key": f.unit_key, "trace_id": f.trace_id, "teacher": f.teacher,
+            "dataset": f.dataset, "code_version": version, "reason": f.reason}
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from legival_core.spec import Ingest
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, register_stage, run_stage
 from legival_core.stages.grade import grade_teacher
+from legival_core.stages.isolation import UnitFailure, split_failures
 from legival_core.stages.trace_records import (
+    DEFAULT_LIMITS,
     IngestError,
     ParsedLine,
     TraceRecord,
+    TraceTooLarge,
     dedupe_problems,
     file_error,
     grade_row,
@@ -60,6 +64,10 @@ class IngestSummary:
     duplicate_records: int = 0
     """Records repeating a trace already in this file (the same trace id): stored once, not an error."""
     bad_lines: list[str] = field(default_factory=list)
+    too_large: list[str] = field(default_factory=list)
+    """Records over `ingest.max_trace_bytes`: skipped (not stored), each with its reason."""
+    repaired_text: int = 0
+    """Records whose invalid Unicode was replaced by U+FFFD (`ingest.repair_text`)."""
     disagreements: int = 0
     disagreement_examples: list[str] = field(default_factory=list)
     unparsed: int = 0
@@ -75,6 +83,8 @@ class IngestSummary:
             "new_problems": self.new_problems,
             "duplicate_records": self.duplicate_records,
             "bad_lines": len(self.bad_lines),
+            "too_large": len(self.too_large),
+            "repaired_text": self.repaired_text,
             "label_disagreements": self.disagreements,
             "unparsed": self.unparsed,
             "grade_timeouts": self.timeouts,
@@ -101,6 +111,8 @@ class IngestStage:
     """Traces graded per chunk (the whole file still commits as one batch)."""
     graded: Callable[[int], None] | None = None
     """Called with the number of traces of each graded chunk (a progress bar's advance)."""
+    limits: Ingest = DEFAULT_LIMITS
+    """The input boundary's limits (the spec's `ingest:` section, the command's options)."""
     name: str = "ingest"
     needs: tuple[str, ...] = ()
 
@@ -110,13 +122,17 @@ class IngestStage:
         summary = IngestSummary(file=name)
         lines: list[ParsedLine] = []
         errors: list[IngestError] = []
+        too_large: list[UnitFailure] = []
         source = numbered(self.records) if self.records is not None else read_records(self.path)
         for line, rec in source:
             summary.lines += 1
             try:
                 if isinstance(rec, IngestError):
                     raise rec
-                lines.append(parse_record(rec, name, line, self.teacher, unit))
+                lines.append(parse_record(rec, name, line, self.teacher, unit, self.limits))
+            except TraceTooLarge as e:
+                summary.too_large.append(str(e))
+                too_large.append(_skipped(e, rec, self.teacher))
             except IngestError as e:
                 errors.append(e)
         with damaged_store_errors(store):
@@ -137,16 +153,20 @@ class IngestStage:
             stored = reads.existing_trace_ids(store, list(parsed))
         summary.already_stored = len(stored)
         fresh = [p for tid, p in parsed.items() if tid not in stored]
-        return Plan(fresh, summary, total=len(fresh))
+        summary.repaired_text = sum(p.repaired for p in fresh)
+        return Plan(fresh, summary, total=len(fresh), failures=too_large)
 
     def run(self, units: Sequence[ParsedLine], executor: Executor) -> Iterator[list[GradedLine]]:
         results: list[GradedLine] = []
+        failed: list[UnitFailure] = []
         for batch in executor.run(Work(_no_worker, grade_lines, self.chunk), units):
-            results += batch
+            graded, failures = split_failures(batch)
+            results += graded
+            failed += failures
             if self.graded is not None:
                 self.graded(len(batch))
         results.sort(key=lambda r: r.parsed.line)
-        yield results
+        yield [*results, *failed]  # type: ignore[list-item]  # run_stage stores the failures (base.py)
 
     def commit(self, store: Store, results: Sequence[GradedLine], plan: Plan[Any, IngestSummary]) -> int:
         s = plan.summary
@@ -168,6 +188,16 @@ class IngestStage:
             s.new_traces += store.insert_rows("traces", [trace_row(r.parsed, s.file) for r in results]).inserted
             store.insert_rows("grades", [grade_row(r.parsed.trace.trace_id, r.grader, r.grade) for r in results])
         return len(results)
+
+
+def _skipped(e: IngestError, rec: Any, teacher: str | None) -> UnitFailure:
+    """A record skipped at the boundary, as a failure row: no trace is stored, so it names its teacher
+    and dataset itself (the report's coverage counts it)."""
+    get = rec.get if isinstance(rec, dict) else (lambda _k: None)
+    who = teacher or get("teacher") or get("model")
+    return UnitFailure(f"{Path(e.file).name}:{e.line}", None, f"skipped at ingest: {e.message}",
+                       str(who) if who is not None else None,
+                       str(get("dataset")) if get("dataset") is not None else None)
 
 
 # ------------------------------------------------------------------------------------------ conflicts
@@ -286,9 +316,10 @@ def ingest_file(
     teacher: str | None = None,
     progress: Callable[[int], None] | None = None,
     executor: Executor | None = None,
+    limits: Ingest = DEFAULT_LIMITS,
 ) -> IngestSummary:
     """Ingest one trace file (all or nothing); `progress(n)` advances by each graded chunk."""
-    return run_stage(IngestStage(Path(path), teacher, skip_bad, graded=progress), store, executor)
+    return run_stage(IngestStage(Path(path), teacher, skip_bad, graded=progress, limits=limits), store, executor)
 
 
 def ingest_records(store: Store | StoreAccess, source: str, records: Iterable[dict[str, Any]],
@@ -329,7 +360,8 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
     return out
 
 
-def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, select: str | None) -> IngestSummary:
+def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, select: str | None,
+                     limits: Ingest = DEFAULT_LIMITS) -> IngestSummary:
     """A spec teacher's trace file: only its records when `select` is set (`select_records`), errors
     naming the spec's file and line (never the temporary copy), `file` = the spec's path."""
     import tempfile
@@ -337,7 +369,7 @@ def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, selec
     with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
         src = select_records(path, select, Path(tmp)) if select else path
         try:
-            s = ingest_file(store, src, teacher=teacher)
+            s = ingest_file(store, src, teacher=teacher, limits=limits)
         except IngestError as e:
             if src == path:
                 raise

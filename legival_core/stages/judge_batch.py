@@ -26,6 +26,7 @@ from legival_core.judges.factory import batch_judges
 from legival_core.judges.records import BatchJudge, JudgeRequest
 from legival_core.stages.base import Executor, Given, Plan, Work
 from legival_core.stages.efficiency import SegmentStage
+from legival_core.stages.isolation import UnitFailure
 from legival_core.stages.judge_common import (
     Judged,
     JudgeSummary,
@@ -209,7 +210,8 @@ class BatchSubmitStage:
         jobs: list[BatchJob] = []
         for outcomes in executor.run(Work(Given(self.judge), SubmitJobs(display), 1), units):
             yield outcomes  # committed (the job recorded) before the next job is created or polled
-            jobs += [BatchJob(o.name, o.trace_ids, o.requests) for o in outcomes if o.state == SUBMITTED]
+            jobs += [BatchJob(o.name, o.trace_ids, o.requests) for o in outcomes
+                     if not isinstance(o, UnitFailure) and o.state == SUBMITTED]
         if jobs:
             yield from executor.run(Work(Given(self.judge), SettleJobs(self.wait, self.poll_interval_s), 1),
                                     jobs)

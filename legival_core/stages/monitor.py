@@ -156,6 +156,11 @@ class MonitorStage:
     needs: tuple[str, ...] = ("grade",)
 
     @property
+    def unit_scope(self) -> str:
+        """Failed units are recorded per supervisor (`isolation.failure_stage`)."""
+        return str(self.supervisor)
+
+    @property
     def supervisor_key(self) -> str:
         return supervisor_key(self.model_id, self.max_new_tokens)
 

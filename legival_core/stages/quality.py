@@ -39,6 +39,7 @@ from legival_core.stages.base import (
     store_access,
 )
 from legival_core.stages.efficiency import SegmentStage
+from legival_core.stages.isolation import UnitFailure
 from legival_core.stages.quality_computers import (
     Z3_DATASETS,
     Z3_VERSION,
@@ -163,6 +164,11 @@ class QualityStage:
     needs: tuple[str, ...] = ("segment",)
 
     @property
+    def unit_scope(self) -> str:
+        """Failed units are recorded per group (`isolation.failure_stage`)."""
+        return str(self.group)
+
+    @property
     def requires(self) -> tuple[SegmentStage, ...]:
         return (SegmentStage(),) if self.group == "cohesion" else ()
 
@@ -198,7 +204,8 @@ class QualityStage:
             work = replace(work, isolate=FailedUnit(g), unit_timeout_s=self.config.z3_trace_timeout_s)
         for batch in executor.run(work, units):
             elapsed = time.perf_counter() - t0
-            yield [QualityBatch(b.trace_ids, b.rows, b.unavailable, elapsed, b.embeddings) for b in batch]
+            yield [b if isinstance(b, UnitFailure) else QualityBatch(b.trace_ids, b.rows, b.unavailable, elapsed,
+                                                                      b.embeddings) for b in batch]
 
     def commit(self, store: Store, results: Sequence[QualityBatch], plan: Plan[Any, QualitySummary]) -> int:
         g, s, name = self.definition, plan.summary, self.group

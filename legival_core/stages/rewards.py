@@ -164,6 +164,11 @@ class RewardsStage:
     needs: tuple[str, ...] = ("ingest",)
 
     @property
+    def unit_scope(self) -> str:
+        """Failed units are recorded per name (`isolation.failure_stage`)."""
+        return str(self.spec.name)
+
+    @property
     def work_key(self) -> str:
         """Its workers' key: a Ray executor keeps one pool of engines per reward model."""
         return f"rewards:{self.spec.name}"

@@ -8,6 +8,7 @@ Parquet row) and the field.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from legival_core.grading.records import LineProblem, jsonl_records
 from legival_core.registry import UnknownName, canonical_name
+from legival_core.spec import Ingest
 from legival_core.thinking import split_thinking
 from legival_core.types import Grade, Problem, Trace, canonical_json
 
@@ -31,6 +33,13 @@ class IngestError(ValueError):
         else:
             super().__init__(f"{file}:{line}: field '{field}': {message}" if unit == "line" else
                              f"{file} row {line}: field '{field}': {message}")
+
+
+DEFAULT_LIMITS = Ingest()
+
+
+class TraceTooLarge(IngestError):
+    """A record over `ingest.max_trace_bytes`: skipped and counted, never stored (not a bad line)."""
 
 
 def file_error(file: str, message: str) -> IngestError:
@@ -77,6 +86,8 @@ class ParsedLine:
     """The record's own names of the question and gold fields (errors name the field as written)."""
     own_id: str | None = None
     """The record's own `trace_id` field, when it carries one (it must name one trace only)."""
+    repaired: bool = False
+    """Invalid Unicode in the record was replaced by U+FFFD (`ingest.repair_text`)."""
 
 
 def is_parquet(path: Path) -> bool:
@@ -108,6 +119,10 @@ def _parquet_rows(path: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     try:
+        names = pq.read_schema(path).names
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:  # a row as a dict would keep one of them
+            raise file_error(str(path), f"duplicate column(s) {', '.join(map(repr, dup))} (which one is meant?)")
         rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
     except (pa.ArrowException, OSError) as e:
         raise file_error(str(path), f"not a readable Parquet file ({e})") from None
@@ -120,9 +135,12 @@ def numbered(records: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str,
 
 
 def parse_record(
-    rec: dict[str, Any], file: str, line: int, teacher: str | None = None, unit: str = "line"
+    rec: dict[str, Any], file: str, line: int, teacher: str | None = None, unit: str = "line",
+    limits: Ingest = DEFAULT_LIMITS,
 ) -> ParsedLine:
-    """Validate one record into its problem and trace; IngestError names file, line and field."""
+    """Validate one record into its problem and trace; IngestError names file, line and field.
+    The text is checked here once (`checked_text`), and the trace's size (`TraceTooLarge`)."""
+    rec, repaired = checked_text(rec, file, line, unit, limits.repair_text)
     if teacher:
         rec = {**rec, "teacher": teacher}
     try:
@@ -152,6 +170,9 @@ def parse_record(
     except RecursionError:
         deep = next((k for k, v in extra.items() if _too_deep(v)), "<record>")
         raise IngestError(file, line, deep, "nested too deeply to store", unit) from None
+    except (ValueError, TypeError) as e:  # an integer of more than 4,300 digits, a value JSON cannot hold
+        bad = next((k for k, v in extra.items() if _unstorable(v)), "<record>")
+        raise IngestError(file, line, bad, f"cannot be stored as JSON ({str(e).split(';')[0]})", unit) from None
     problem = Problem(dataset, r.problem_id, r.question, r.gold, tuple(r.choices or ()))
     trace = Trace(r.teacher, dataset, r.problem_id, reasoning, answer_text, truncated, provenance)
     fields = ("question" if "question" in rec and "problem" not in rec else "problem",
@@ -160,7 +181,61 @@ def parse_record(
     if own is not None and (isinstance(own, bool) or not isinstance(own, str | int) or own == ""):
         raise IngestError(file, line, "trace_id", f"expected a non-empty string, got {repr(own)[:60]}", unit)
     own_id = None if own is None else str(own)
-    return ParsedLine(line, problem, trace, r.correct, fields, own_id)
+    size = len(reasoning.encode("utf-8")) + len(answer_text.encode("utf-8"))
+    if size > limits.max_trace_bytes:
+        raise TraceTooLarge(file, line, "reasoning", f"{size:,} bytes of reasoning and answer, over the limit of "
+                            f"{limits.max_trace_bytes:,} (ingest.max_trace_bytes, --max-trace-bytes)", unit)
+    return ParsedLine(line, problem, trace, r.correct, fields, own_id, repaired)
+
+
+_NONCHARACTERS = "".join(chr(plane << 16 | 0xFFFE) + chr(plane << 16 | 0xFFFF) for plane in range(1, 17))
+_INVALID_TEXT = re.compile(f"[\x00\ud800-\udfff\ufdd0-\ufdef\ufffe\uffff{_NONCHARACTERS}]")
+"""What no stored text may hold: NUL, lone surrogates (valid JSON escapes, but not encodable: every
+content hash and every UTF-8 writer would fail on them) and Unicode non-characters."""
+
+
+def checked_text(rec: dict[str, Any], file: str, line: int, unit: str, repair: bool) -> tuple[dict[str, Any], bool]:
+    """The record with every string (values and keys, at any depth) free of invalid text; an
+    IngestError naming the field and the character, or, with `repair`, each replaced by U+FFFD."""
+    repaired = [False]
+
+    def clean(value: Any, where: str) -> Any:
+        if isinstance(value, str):
+            m = _INVALID_TEXT.search(value)
+            if m is None:
+                return value
+            if not repair:
+                raise IngestError(file, line, where or "<key>", f"invalid Unicode: {_describe(m.group())} at character "
+                                  f"{m.start() + 1} (fix the file, or ingest with --repair-text to replace it by U+FFFD)",
+                                  unit)
+            repaired[0] = True
+            return _INVALID_TEXT.sub("\ufffd", value)
+        if isinstance(value, dict):
+            return {clean(k, f"{where}.<key>" if where else "<key>"): clean(v, f"{where}.{k}" if where else str(k))
+                    for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    try:
+        out: dict[str, Any] = clean(rec, "")
+    except RecursionError:
+        raise IngestError(file, line, "<record>", "nested too deeply to store", unit) from None
+    return (out, True) if repaired[0] else (rec, False)
+
+
+def _describe(ch: str) -> str:
+    cp = ord(ch)
+    kind = ("NUL" if cp == 0 else "a lone surrogate" if 0xD800 <= cp <= 0xDFFF else "a Unicode non-character")
+    return f"{kind} U+{cp:04X}"
+
+
+def _unstorable(value: Any) -> bool:
+    try:
+        canonical_json(value)
+    except (ValueError, TypeError, RecursionError):
+        return True
+    return False
 
 
 def _too_deep(value: Any) -> bool:

@@ -192,6 +192,11 @@ class TransferStage:
     needs: tuple[str, ...] = ("grade", "segment")
 
     @property
+    def unit_scope(self) -> str:
+        """Failed units are recorded per name (`isolation.failure_stage`)."""
+        return str(self.config.name)
+
+    @property
     def requires(self) -> tuple[SegmentStage]:
         return (SegmentStage(),)
 

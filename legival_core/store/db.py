@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from legival_core.store.migrations import MigrationFailed, UnknownVersion, migrate, stored_version
 from legival_core.store.schema import DDL, SCHEMA_VERSION, TABLES
 
 if TYPE_CHECKING:
@@ -54,6 +55,18 @@ class StoreMissing(StoreError, FileNotFoundError):
 
 class StoreUnreadable(StoreError):
     """The path is not a usable DuckDB store: not a DuckDB file, truncated, a directory, not writable."""
+
+
+class StoreTooNew(StoreError):
+    """The store records a schema version newer than this code's (`SCHEMA_VERSION`): refused, unchanged."""
+
+
+class StoreOutdated(StoreError):
+    """A read-only open of a store of an older schema: it is migrated only by a writable open."""
+
+
+class StoreMigrationFailed(StoreError):
+    """A migration step failed; its transaction was rolled back, so the store is as it was."""
 
 
 def _open_error(path: Path, e: Exception) -> StoreError:
@@ -96,7 +109,12 @@ class Store:
     """A DuckDB file holding problems, traces, steps, grades and every metric row.
 
     `create=False` refuses a path with no store (a typo must not silently create an empty one);
-    `read_only=True` opens without writing anything (a store on read-only media)."""
+    `read_only=True` opens without writing anything (a store on read-only media).
+
+    Every open checks the schema version the store records (`migrations.py`): a newer one is refused
+    (`StoreTooNew`), an older one is migrated in one transaction by a writable open (`migrated_from`
+    says from which version) and refused by a read-only one (`StoreOutdated`); the file is left
+    unchanged whenever the open is refused."""
 
     def __init__(self, path: str | Path, read_only: bool = False, create: bool = True) -> None:
         import duckdb
@@ -114,14 +132,53 @@ class Store:
             raise _open_error(self.path, e) from e
         self.read_only = read_only
         self._txn: _Transaction | None = None
-        if not read_only:
-            try:
+        self.migrated_from: int | None = None
+        """The schema version this open migrated the store from (None: it was current or new)."""
+        try:
+            version = self._check_version()
+            if not read_only:
                 self._run(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+                self._run("BEGIN TRANSACTION")
+                if version is not None and version < int(SCHEMA_VERSION):
+                    self._migrate(version)
                 self._run(DDL)
                 self._run("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
-            except duckdb.Error as e:
-                self.con.close()
-                raise _open_error(self.path, e) from e
+                self._run("COMMIT")
+        except StoreError:
+            self.con.close()
+            raise
+        except duckdb.Error as e:
+            self.con.close()
+            raise _open_error(self.path, e) from e
+
+    def _check_version(self) -> int | None:
+        """The stored schema version (None: a new store), or the refusal of a version this open cannot use."""
+        try:
+            version = stored_version(self.con)
+        except UnknownVersion as e:
+            raise StoreUnreadable(f"{self.path}: {e}; not a Legi-Val store, or a damaged one") from e
+        current = int(SCHEMA_VERSION)
+        if version is not None and version > current:
+            raise StoreTooNew(f"{self.path}: DB was written by a newer Legi-Val (schema {version}); upgrade "
+                              f"Legi-Val to use it (this one knows schema {current} and older); the store is unchanged")
+        if version is not None and version < current and self.read_only:
+            raise StoreOutdated(f"{self.path}: DB was written by an older Legi-Val (schema {version}; this one uses "
+                                f"schema {current}); migrate it once with `legival migrate --db {self.path}` "
+                                "(or any command that writes the store); opened read-only, it is unchanged")
+        return version
+
+    def _migrate(self, version: int) -> None:
+        """Inside the opening transaction: every step up to `SCHEMA_VERSION`; a failure rolls all back."""
+        import duckdb
+
+        try:
+            migrate(self.con, version, int(SCHEMA_VERSION))
+        except MigrationFailed as e:
+            with suppress(duckdb.Error):
+                self._run("ROLLBACK")
+            raise StoreMigrationFailed(f"{self.path}: migrating the store from schema {version} to {SCHEMA_VERSION} "
+                                       f"failed at {e}; rolled back, the store is unchanged") from e
+        self.migrated_from = version
 
     def close(self) -> None:
         self.con.close()

@@ -1,6 +1,7 @@
 """The store's schema: every table, its primary key (content keys, so a rerun never duplicates).
 
-Bump `SCHEMA_VERSION` when a table changes shape.
+Bump `SCHEMA_VERSION` when a table changes shape, and add the step that migrates a store of the previous
+version (`migrations.py`; a new table alone needs neither: `CREATE TABLE IF NOT EXISTS` adds it).
 
 `traces.reasoning` is stored uncompressed: DuckDB picks ZSTD for segments of long strings (average
 >= 4,096 characters), and reading any trace's text then decompresses the vectors around it. A resume
@@ -88,6 +89,10 @@ CREATE TABLE IF NOT EXISTS runs (
     spec_path VARCHAR, teachers VARCHAR, started_at TIMESTAMP NOT NULL, ended_at TIMESTAMP NOT NULL,
     flow_run_id VARCHAR, ui_url VARCHAR, counts VARCHAR NOT NULL, versions VARCHAR NOT NULL,
     inputs VARCHAR NOT NULL, n_resamples INTEGER NOT NULL, seed INTEGER);
+CREATE TABLE IF NOT EXISTS unit_failures (
+    stage VARCHAR NOT NULL, unit_key VARCHAR NOT NULL, trace_id VARCHAR, teacher VARCHAR, dataset VARCHAR,
+    code_version VARCHAR NOT NULL, reason VARCHAR NOT NULL, failed_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (stage, unit_key));
 CREATE TABLE IF NOT EXISTS run_metrics (
     run_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL, metric VARCHAR NOT NULL,
     value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, rank DOUBLE, samples BLOB,
@@ -112,6 +117,7 @@ TABLES = frozenset({
     "monitor_results",
     "runs",
     "run_metrics",
+    "unit_failures",
 })
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

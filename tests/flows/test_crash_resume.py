@@ -1,9 +1,11 @@
 """`kill -9` of a running `legival run` (whole process group) mid-transfer, then a rerun: the store
 ends identical to an uninterrupted run's, with no duplicate, and the rerun generates only what the
-killed run had not committed."""
+killed run had not committed. And the graceful way (issue 26): SIGTERM or SIGINT to the command, an
+exit within 15 s with a line saying what is stored, and the same resume. One reference run for all."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -55,19 +57,33 @@ def _count(db: Path, sql: str) -> int:
         con.close()
 
 
-def test_kill_9_mid_transfer_then_resume(tmp_path: Path, env: dict[str, str]) -> None:
-    traces = small_traces(tmp_path / "traces.jsonl")
-    teachers = ["gpt-oss-20b", "qwen3-4b"]
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    ref_spec = write_spec(tmp_path / "a", teachers, traces=traces)
-    # The engine answers two calls, then holds (tests/plugins/scripted.py) until the gate file exists:
-    # the kill lands mid-transfer with some chunks committed, whatever the machine's speed.
-    gate = tmp_path / "gate"
-    spec = write_spec(tmp_path / "b", teachers, traces=traces, backend_options={"hold_after": 2, "gate": str(gate)})
+TEACHERS = ["gpt-oss-20b", "qwen3-4b"]
 
-    ref = _run(ref_spec, env)
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, env: dict[str, str]) -> tuple[Path, dict]:
+    """The uninterrupted run every interrupted one is compared with: its folder and summary."""
+    folder = tmp_path_factory.mktemp("reference")
+    traces = small_traces(folder / "traces.jsonl")
+    (folder / "a").mkdir()
+    ref = _run(write_spec(folder / "a", TEACHERS, traces=traces), env)
     assert ref["rollouts_generated"] == ref["rollouts_total"] > 4
+    return folder, ref
+
+
+def _held_spec(tmp_path: Path, reference: tuple[Path, dict]) -> tuple[Path, Path]:
+    """The reference's spec with an engine that answers two calls, then holds (tests/plugins/scripted.py)
+    until the gate file exists: the interruption lands mid-transfer with some chunks committed,
+    whatever the machine's speed. Returns the spec and the gate."""
+    (tmp_path / "b").mkdir()
+    gate = tmp_path / "gate"
+    return write_spec(tmp_path / "b", TEACHERS, traces=reference[0] / "traces.jsonl",
+                      backend_options={"hold_after": 2, "gate": str(gate)}), gate
+
+
+def test_kill_9_mid_transfer_then_resume(tmp_path: Path, env: dict[str, str], reference: tuple[Path, dict]) -> None:
+    spec, gate = _held_spec(tmp_path, reference)
+    ref = reference[1]
 
     progress = tmp_path / "progress.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
@@ -93,4 +109,101 @@ def test_kill_9_mid_transfer_then_resume(tmp_path: Path, env: dict[str, str]) ->
     assert resumed["rollouts_cached"] == stored
     assert resumed["rollouts_generated"] == ref["rollouts_total"] - stored
     assert _count(db, "SELECT count(*) - count(DISTINCT (trace_id, student_key, k, sample)) FROM rollouts") == 0
-    assert table_snapshot(db) == table_snapshot(tmp_path / "a" / "store.duckdb")
+    assert table_snapshot(db) == table_snapshot(reference[0] / "a" / "store.duckdb")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_cancel_signal_mid_transfer_exits_within_15_s_and_the_rerun_resumes(
+        tmp_path: Path, env: dict[str, str], reference: tuple[Path, dict], sig: signal.Signals) -> None:
+    spec, gate = _held_spec(tmp_path, reference)
+    ref = reference[1]
+    progress = tmp_path / "progress.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
+            time.sleep(0.05)  # the progress file is the only signal a separate process gives
+        assert proc.poll() is None, "the run finished before it could be cancelled"
+        t0 = time.monotonic()
+        proc.send_signal(sig)  # the command's process only, as Prefect or a scheduler does
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the run left behind (Ray's processes), if anything
+        proc.wait(timeout=60)
+    assert elapsed < 15, elapsed
+    assert proc.returncode == 128 + sig, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    line = next(ln for ln in err.splitlines() if ln.startswith("cancelled ("))
+    assert f"cancelled ({sig.name}" in line and "rerun `legival run" in line, line
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["cancelled"] == sig.name
+
+    db = tmp_path / "b" / "store.duckdb"
+    stored = _count(db, "SELECT count(*) FROM rollouts")
+    assert summary["rollouts_committed_by_this_run"] <= stored < ref["rollouts_total"]
+    gate.touch()
+    resumed = _run(spec, env)
+    assert resumed["rollouts_cached"] == stored
+    assert resumed["rollouts_generated"] == ref["rollouts_total"] - stored
+    assert table_snapshot(db) == table_snapshot(reference[0] / "a" / "store.duckdb")
+
+
+def _running_benchmark_run(spec: Path) -> str:
+    """The id of the benchmark flow run of `spec` in progress, read from the Prefect API (its UI's view;
+    a run killed by an earlier test of the session stays Running there)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterParentTaskRunId,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.RUNNING])),
+            parent_task_run_id=FlowRunFilterParentTaskRunId(is_null_=True)))
+    (run,) = [r for r in runs if r.name.startswith("benchmark") and r.parameters.get("spec") == str(spec.resolve())]
+    return str(run.id)
+
+
+def test_a_cancel_from_the_prefect_api_stops_the_run_which_then_resumes(
+        tmp_path: Path, env: dict[str, str], reference: tuple[Path, dict]) -> None:
+    spec, gate = _held_spec(tmp_path, reference)
+    ref = reference[1]
+    progress = tmp_path / "progress.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
+            time.sleep(0.05)  # the progress file is the only signal a separate process gives
+        assert proc.poll() is None, "the run finished before it could be cancelled"
+        run_id = _running_benchmark_run(spec)
+        cancel = subprocess.run([sys.executable, "-m", "prefect", "flow-run", "cancel", run_id], env=env,
+                                capture_output=True, text=True, timeout=120)
+        t0 = time.monotonic()
+        assert cancel.returncode == 0, cancel.stderr + cancel.stdout
+        out, err = proc.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert elapsed < 15, elapsed
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err[-3000:])
+    assert "Traceback" not in err and "cancelled (SIGTERM" in err, err[-3000:]
+    db = tmp_path / "b" / "store.duckdb"
+    stored = _count(db, "SELECT count(*) FROM rollouts")
+    assert 0 < stored < ref["rollouts_total"]
+    gate.touch()
+    resumed = _run(spec, env)
+    assert resumed["rollouts_cached"] == stored
+    assert resumed["rollouts_generated"] == ref["rollouts_total"] - stored
+    assert table_snapshot(db) == table_snapshot(reference[0] / "a" / "store.duckdb")

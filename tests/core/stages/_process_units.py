@@ -31,3 +31,19 @@ def isolate(unit: str, reason: str) -> list[str]:
 
 def broken_setup() -> None:
     raise ImportError("the worker's library is missing")
+
+
+def process_raising(_worker: None, units: Sequence[str]) -> list[str]:
+    """"bad" raises (a bug that one unit's data triggers), "oom" raises MemoryError (the machine's),
+    "spin" loops in Python until interrupted (a unit past its time limit)."""
+    out = []
+    for u in units:
+        if u == "bad":
+            raise ValueError(f"cannot handle {u}")
+        if u == "oom":
+            raise MemoryError("the machine is out of memory")
+        if u == "spin":
+            while True:
+                pass
+        out.append(u.upper())
+    return out

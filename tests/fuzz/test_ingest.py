@@ -1,0 +1,91 @@
+"""Fuzzing the ingest parser (`legival_core/stages/trace_records.py`, `grading/records.py`): a trace file
+is untrusted model output.
+
+Any bytes of a JSONL line -> a record or a `LineProblem` (never an exception); any record (strings with
+every code point, surrogates and NUL included, any nesting, odd types) -> a `ParsedLine` or an
+`IngestError` naming the line and a field; a parsed trace's text is encodable (content hashes and UTF-8
+writers never fail downstream), and `--repair-text` never refuses a record for its text. Parquet rows
+read back from a real file go through the same parser.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from legival_core.grading.records import LineProblem, parse_json_line
+from legival_core.spec import Ingest
+from legival_core.stages.trace_records import IngestError, ParsedLine, parse_record, read_records
+from tests.fuzz._text import ANY_CHAR
+from tests.fuzz._values import SCALARS, json_values
+from tests.fuzz.conftest import fuzz
+
+pytestmark = pytest.mark.timeout(120, method="thread")
+
+BASE = {"model": "t", "dataset": "gsm8k", "problem_id": "1", "problem": "q?", "gold_answer": "2",
+        "reasoning": "r", "response": "2"}
+TEXT = st.text(ANY_CHAR, max_size=40)
+FIELDS = st.sampled_from([*BASE, "meta", "trace_id", "correct", "truncated", "choices", "output"])
+
+
+def check(p: ParsedLine) -> None:
+    for s in (p.trace.reasoning, p.trace.answer_text, p.problem.question, p.problem.gold, p.trace.provenance or ""):
+        s.encode("utf-8")  # never a lone surrogate past the boundary
+        assert "\x00" not in s
+    assert p.trace.trace_id
+
+
+@fuzz(300)
+@given(st.binary(max_size=200))
+@example(b'{"a": 1, "a": 2}')
+@example(b'{"x": "\\ud800"}')
+@example(b"[" * 5000)
+def test_any_bytes_are_a_record_or_a_line_problem(raw: bytes) -> None:
+    out = parse_json_line(raw, 7)
+    assert isinstance(out, dict) or (isinstance(out, LineProblem) and out.line == 7)
+
+
+@fuzz(300)
+@given(st.dictionaries(FIELDS, st.one_of(TEXT, SCALARS, json_values(TEXT)), max_size=6), st.booleans())
+@example({"reasoning": "\ud800"}, False)
+@example({"problem": "a\x00b"}, True)
+@example({"meta": {"\udfff": ["\ufffe"]}}, False)
+@example({"meta": 10**5000}, False)  # found by this test: canonical_json raised ValueError
+def test_any_record_is_parsed_or_an_error_naming_line_and_field(changes: dict[str, Any], repair: bool) -> None:
+    rec = {**BASE, **changes}
+    try:
+        p = parse_record(rec, "f.jsonl", 3, limits=Ingest(repair_text=repair))
+    except IngestError as e:
+        assert e.line == 3 and e.field and str(e).startswith("f.jsonl:3: field ")
+        assert not (repair and "invalid Unicode" in e.message)
+        return
+    check(p)
+
+
+@fuzz(60, deadline_s=10)
+@given(st.lists(st.dictionaries(st.sampled_from(list(BASE)), st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF),
+                                                                     max_size=20), max_size=7), min_size=1, max_size=4))
+def test_parquet_rows_go_through_the_same_parser(tmp_path_factory: pytest.TempPathFactory,
+                                                 records: list[dict[str, Any]]) -> None:
+    path = Path(tmp_path_factory.mktemp("pq")) / "t.parquet"
+    pq.write_table(pa.Table.from_pylist([{**BASE, **r} for r in records]), path)
+    for line, rec in read_records(path):
+        if isinstance(rec, IngestError):
+            continue
+        try:
+            check(parse_record(rec, str(path), line, unit="row"))
+        except IngestError as e:
+            assert e.line == line and " row " in str(e)
+
+
+def test_a_record_as_json_round_trips_through_the_line_parser() -> None:
+    rec = {**BASE, "reasoning": "a \U0001f600 b"}
+    parsed = parse_json_line(json.dumps(rec).encode(), 1)
+    assert parsed == rec
