@@ -39,6 +39,17 @@ class Ran:
         out: dict[str, Any] = json.loads(self.stdout.strip().splitlines()[-1])
         return out
 
+    def error(self, *fragments: str, code: int = 2) -> str:
+        """The command's one `error:` line (docs/CLI.md "Failure contract"), checked: exit `code`, no
+        traceback on either stream, and every fragment in the line."""
+        assert "Traceback" not in self.stderr + self.stdout, self.stderr
+        assert self.returncode == code, (self.returncode, self.stdout[-2000:], self.stderr[-3000:])
+        lines = [ln for ln in self.stderr.splitlines() if ln.startswith("error: ")]
+        assert len(lines) == 1, self.stderr
+        for f in fragments:
+            assert f in lines[0], (f, lines[0])
+        return lines[0]
+
 
 @cache
 def _command() -> Any:

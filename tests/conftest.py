@@ -125,7 +125,7 @@ def _xdist_group(item: pytest.Item) -> str:
 def _measured_durations() -> dict[str, float]:
     try:
         return {str(k): float(v) for k, v in json.loads(DURATIONS.read_text(encoding="utf-8")).items()}
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, TypeError, AttributeError):  # TypeError: a value that is not a number
         return {}  # absent or unreadable: every group counts as unmeasured, the order is still valid
 
 
@@ -145,7 +145,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 or i.get_closest_marker("slow") or i.get_closest_marker("vllm")]
         if slow:
             config.hook.pytest_deselected(items=slow)
-            items[:] = [i for i in items if i not in set(slow)]
+            left_out = set(slow)
+            items[:] = [i for i in items if i not in left_out]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

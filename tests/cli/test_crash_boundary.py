@@ -29,17 +29,9 @@ def report(tmp_path: Path, crash: str, **env: str) -> tuple[Ran, Path]:
     return entry_point("report", "--db", db, "--out", tmp_path / "report", env=environ, cwd=REPO, timeout=300), db
 
 
-def error_line(p: Ran) -> str:
-    assert "Traceback" not in p.stderr, p.stderr
-    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(lines) == 1, p.stderr
-    return lines[0]
-
-
 def test_a_bug_is_one_error_line_and_a_crash_log_beside_the_store(tmp_path: Path) -> None:
     p, db = report(tmp_path, "bug")
-    assert p.returncode == 1, p.stderr
-    line = error_line(p)
+    line = p.error(code=1)
     assert "ZeroDivisionError: a plugin's bug" in line and "a bug in Legi-Val or a plugin" in line
     (log,) = (db.parent / "legival-crashes").glob("crash-*.log")
     assert f"details in {log}" in line
@@ -56,8 +48,7 @@ def test_a_bug_is_one_error_line_and_a_crash_log_beside_the_store(tmp_path: Path
 def test_a_condition_of_the_machine_is_exit_2_in_its_own_words(tmp_path: Path, crash: str, words: str) -> None:
     crashes = tmp_path / "crashes"
     p, _ = report(tmp_path, crash, LEGIVAL_CRASH_DIR=str(crashes))
-    assert p.returncode == 2, p.stderr
-    line = error_line(p)
+    line = p.error()
     assert words in line and str(crashes) in line, line
     assert len(list(crashes.glob("crash-*.log"))) == 1
 
@@ -65,6 +56,5 @@ def test_a_condition_of_the_machine_is_exit_2_in_its_own_words(tmp_path: Path, c
 def test_a_plugin_that_fails_at_import_is_a_plugin_error(tmp_path: Path) -> None:
     environ = {**os.environ, "LEGIVAL_PLUGINS": "tests.plugins.broken_at_import", "PYTHONPATH": str(REPO)}
     p = entry_point("list", "metrics", env=environ, cwd=REPO, timeout=120)
-    assert p.returncode == 2, p.stderr
-    line = error_line(p)
+    line = p.error()
     assert "plugin module 'tests.plugins.broken_at_import'" in line and "TypeError: " in line

@@ -15,7 +15,7 @@ import pytest
 
 from legival_core.stages.trace_records import DEFAULT_LIMITS, checked_text
 from legival_core.store import Store
-from tests._cli import Ran, legival
+from tests._cli import legival
 from tests._sql import rows
 
 BASE = {"model": "t1", "dataset": "gsm8k", "problem_id": "1", "problem": "What is 1+1?", "gold_answer": "2",
@@ -27,12 +27,6 @@ BAD = {"lone surrogate U+D800": "\ud800", "lone surrogate U+DFFF": "\udfff", "NU
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")  # \ud800 -> "\\ud800"
     return path
-
-
-def error_line(p: Ran) -> str:
-    assert p.returncode == 2 and "Traceback" not in p.stderr + p.stdout, p.stderr
-    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
-    return line
 
 
 def digest(path: Path) -> str:
@@ -58,7 +52,7 @@ def test_invalid_unicode_in_any_field_is_an_error_naming_it(db: Path, tmp_path: 
         rec[field] = bad
     before = digest(db)
     p = legival("ingest", write_jsonl(tmp_path / "bad.jsonl", [BASE, rec]), "--db", db)
-    line = error_line(p)
+    line = p.error()
     assert f"bad.jsonl:2: field '{field}': invalid Unicode: " in line, line
     assert kind.replace("non-character", "a Unicode non-character").replace("lone", "a lone") in line, line
     assert "at character 4" in line and "--repair-text" in line and "nothing from this file was stored" in line
@@ -67,7 +61,7 @@ def test_invalid_unicode_in_any_field_is_an_error_naming_it(db: Path, tmp_path: 
 
 def test_invalid_unicode_in_a_key_is_an_error(db: Path, tmp_path: Path) -> None:
     p = legival("ingest", write_jsonl(tmp_path / "k.jsonl", [{**BASE, "problem_id": "3", "meta\ud800": 1}]), "--db", db)
-    assert "k.jsonl:1: field '<key>': invalid Unicode: a lone surrogate U+D800" in error_line(p)
+    assert "k.jsonl:1: field '<key>': invalid Unicode: a lone surrogate U+D800" in p.error()
 
 
 def test_repair_text_replaces_and_counts_and_the_text_is_stored(db: Path, tmp_path: Path) -> None:
@@ -106,16 +100,16 @@ def test_a_trace_over_the_size_limit_is_skipped_and_counted(db: Path, tmp_path: 
 def test_duplicate_keys_are_an_error_at_any_depth(db: Path, tmp_path: Path) -> None:
     f = tmp_path / "dup.jsonl"
     f.write_text(json.dumps(BASE) + "\n" + '{"model": "t1", "meta": {"a": 1, "a": 2}}\n', encoding="utf-8")
-    assert "dup.jsonl:2: field '<json>': duplicate key 'a'" in error_line(legival("ingest", f, "--db", db))
+    assert "dup.jsonl:2: field '<json>': duplicate key 'a'" in legival("ingest", f, "--db", db).error()
 
 
 def test_parquet_rows_are_checked_the_same_way(db: Path, tmp_path: Path) -> None:
     f = tmp_path / "t.parquet"
     pq.write_table(pa.Table.from_pylist([BASE, {**BASE, "problem_id": "11", "reasoning": "nul \x00 inside"}]), f)
-    assert "t.parquet row 2: field 'reasoning': invalid Unicode: NUL U+0000" in error_line(legival("ingest", f, "--db", db))
+    assert "t.parquet row 2: field 'reasoning': invalid Unicode: NUL U+0000" in legival("ingest", f, "--db", db).error()
     dup = tmp_path / "dup.parquet"
     pq.write_table(pa.table([pa.array(["a"]), pa.array(["b"])], names=["model", "model"]), dup)
-    assert "duplicate column(s) 'model'" in error_line(legival("ingest", dup, "--db", db))
+    assert "duplicate column(s) 'model'" in legival("ingest", dup, "--db", db).error()
 
 
 def test_checked_text_returns_the_same_object_when_clean() -> None:

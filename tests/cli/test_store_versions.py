@@ -26,13 +26,7 @@ NOT_IN_VERSION_0 = ("runs", "run_metrics", "sentence_embeddings")
 
 
 def assert_error(p: Ran, *fragments: str) -> str:
-    assert "Traceback" not in p.stderr + p.stdout, p.stderr
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(lines) == 1, p.stderr
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
-    return lines[0]
+    return p.error(*fragments)
 
 
 def file_state(db: Path) -> tuple[str, list[str]]:

@@ -6,6 +6,7 @@ failure; when every unit of a stage fails, the command exits 1. The bug is a plu
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -65,6 +66,15 @@ def test_a_failing_trace_fails_alone_and_is_retried_only_when_asked(tmp_path: Pa
     assert "failed: 1 efficiency unit(s) (ValueError: poisoned trace" in p.stderr
     assert failures(hostile) == [("efficiency", s["failed_by_stage"]["efficiency"]["reason"])]
     assert metric_values(hostile) == metric_values(clean)  # the others exactly as without it
+
+    env = {**os.environ, "LEGIVAL_PLUGINS": "tests.plugins.poisoned", "PYTHONPATH": str(REPO)}
+    out = tmp_path / "report"
+    assert entry_point("report", "--db", hostile, "--out", out, "--resamples", "0", env=env, cwd=REPO).returncode == 0
+    with (out / "coverage.csv").open(encoding="utf-8") as f:
+        cells = [r for r in csv.DictReader(f) if r["teacher"] == "poisoned-teacher" and r["stage"] == "efficiency"]
+    assert cells and all(r["status"] == "failed" and r["detail"].startswith("failed: 1 trace (ValueError: poisoned")
+                         for r in cells), cells
+    assert "failed: 1 trace (ValueError: poisoned" in (out / "index.html").read_text(encoding="utf-8")
 
     again = efficiency(hostile)  # skipped: it failed under this code version
     assert again.returncode == 0 and again.summary()["units_failed"] == 0

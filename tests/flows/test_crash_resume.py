@@ -81,20 +81,27 @@ def _held_spec(tmp_path: Path, reference: tuple[Path, dict]) -> tuple[Path, Path
                       backend_options={"hold_after": 2, "gate": str(gate)}), gate
 
 
+def _start_held(spec: Path, progress: Path, env: dict[str, str], capture: bool) -> subprocess.Popen[str]:
+    """`legival run SPEC` in a process group of its own, returned once two batches are committed (the
+    held engine keeps it mid-transfer from then on)."""
+    out = subprocess.PIPE if capture else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
+                            cwd=REPO, env=env, stdout=out, stderr=out, text=True, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
+        time.sleep(0.05)  # the progress file is the only signal a separate process gives
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    return proc
+
+
 def test_kill_9_mid_transfer_then_resume(tmp_path: Path, env: dict[str, str], reference: tuple[Path, dict]) -> None:
     spec, gate = _held_spec(tmp_path, reference)
     ref = reference[1]
 
     progress = tmp_path / "progress.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = _start_held(spec, progress, env, capture=False)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
-            time.sleep(0.05)  # the progress file is the only signal a separate process gives
         committed_seen, total = _committed(progress)
-        assert proc.poll() is None, "the run finished before it could be killed"
         assert 0 < committed_seen < ref["rollouts_total"]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -118,14 +125,8 @@ def test_a_cancel_signal_mid_transfer_exits_within_15_s_and_the_rerun_resumes(
     spec, gate = _held_spec(tmp_path, reference)
     ref = reference[1]
     progress = tmp_path / "progress.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = _start_held(spec, progress, env, capture=True)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
-            time.sleep(0.05)  # the progress file is the only signal a separate process gives
-        assert proc.poll() is None, "the run finished before it could be cancelled"
         t0 = time.monotonic()
         proc.send_signal(sig)  # the command's process only, as Prefect or a scheduler does
         out, err = proc.communicate(timeout=60)
@@ -177,14 +178,8 @@ def test_a_cancel_from_the_prefect_api_stops_the_run_which_then_resumes(
     spec, gate = _held_spec(tmp_path, reference)
     ref = reference[1]
     progress = tmp_path / "progress.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = _start_held(spec, progress, env, capture=True)
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
-            time.sleep(0.05)  # the progress file is the only signal a separate process gives
-        assert proc.poll() is None, "the run finished before it could be cancelled"
         run_id = _running_benchmark_run(spec)
         cancel = subprocess.run([sys.executable, "-m", "prefect", "flow-run", "cancel", run_id], env=env,
                                 capture_output=True, text=True, timeout=120)
