@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from legival_core.crashlog import summarize
 from legival_core.spec import Execution, default_of
 
 MAX_FAILED_IN_A_ROW = 3
@@ -127,9 +128,9 @@ def failure_stage(stage: Any) -> str:
 
 
 def reason_of(e: BaseException) -> str:
-    msg = " ".join(str(e).split())
-    text = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
-    return text if len(text) <= 500 else text[:497] + "..."
+    """The stored reason: `Type: message` on one line, secrets of the environment replaced by their
+    names (a reason reaches the store and the reports), cut to 500 characters."""
+    return summarize(e, 500)
 
 
 @dataclass(frozen=True)
