@@ -35,6 +35,7 @@ lint:
 
 layers:
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/python scripts/import_cycles.py legival_core legival tasks flows
 
 typecheck:
 	$(VENV)/bin/mypy

@@ -1,6 +1,6 @@
 """Report aggregation at scale: 12 teachers x 3 datasets x 2 students x 40 rollouts per (trace, student).
 
-Phase 1 fills a fresh DuckDB store with synthetic rows through Arrow (`legival_core.reports.synthetic`);
+Phase 1 fills a fresh DuckDB store with synthetic rows through Arrow (`tests.synthetic`);
 phase 2 runs in a FRESH process so its peak RSS is the aggregation's own: `compute_report` (every
 table: transfer curves, three aggregation levels, ranks, correlations, stability, Pareto, elbow) with
 the full bootstrap (1,000 resamples over problems), then optionally writes the report directory.
@@ -37,8 +37,8 @@ def peak_rss_mib() -> float:
 
 
 def fill(db: Path, per_cell: int) -> dict[str, object]:
-    from legival_core.reports.synthetic import fill_synthetic
     from legival_core.store import Store
+    from tests.synthetic import fill_synthetic
 
     t0 = time.perf_counter()
     with Store(db) as store:
@@ -50,7 +50,9 @@ def fill(db: Path, per_cell: int) -> dict[str, object]:
 
 
 def aggregate(db: Path, resamples: int, write: bool) -> dict[str, object]:
-    from legival_core.reports.build import ReportConfig, compute_report, write_report
+    from legival_core.reports.compute.build import ReportConfig, compute_report
+    from legival_core.reports.render.bundle import bundle
+    from legival_core.reports.render.files import write_report
     from legival_core.store import Store
 
     out: dict[str, object] = {"phase": "aggregate"}
@@ -66,7 +68,7 @@ def aggregate(db: Path, resamples: int, write: bool) -> dict[str, object]:
         if write:
             t1 = time.perf_counter()
             with tempfile.TemporaryDirectory() as tmp:
-                files = write_report(data, store, tmp)
+                files = write_report(bundle(data, store), store, tmp)
                 out["write_s"] = round(time.perf_counter() - t1, 2)
                 out["rollouts_parquet_mib"] = round(os.path.getsize(Path(tmp) / "rollouts.parquet") / 2**20, 1)
                 out["files"] = len(files)

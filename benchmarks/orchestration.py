@@ -32,7 +32,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     the same work as the `benchmark` flow (ingest, efficiency, transfer, judge, quality, reports)."""
     from legival_core.backends.lazy import LazyBackend
     from legival_core.laps import Laps
-    from legival_core.reports.data import ReportConfig
+    from legival_core.reports.compute.data import ReportConfig
     from legival_core.reports.stage import build_reports
     from legival_core.spec import load_spec
     from legival_core.stages.efficiency import compute_efficiency

@@ -6,7 +6,7 @@ from typing import Any
 from prefect import flow
 
 from flows._common import driver_session, load_run
-from legival_core.reports.data import ReportConfig
+from legival_core.reports.compute.data import ReportConfig
 from tasks.monitor import run_name, tagged
 from tasks.stages import aggregate_task
 

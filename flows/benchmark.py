@@ -11,8 +11,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows._common import driver_session, load_run, selected_teachers
 from flows.transfer import transfer
 from legival_core.laps import Laps
-from legival_core.reports.data import ReportConfig
-from legival_core.reports.runs import RunInfo, spec_hash
+from legival_core.reports.compute.data import ReportConfig
+from legival_core.runs.record import RunInfo, spec_hash
 from tasks.monitor import flow_run_link, monitor_benchmark, run_name
 from tasks.stages import (
     aggregate_task,

@@ -90,7 +90,7 @@ def _fmt(v: object, digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from legival_core.reports.safe_csv import read_csv
+    from legival_core.reports.render.safe_csv import read_csv
 
     args = list(sys.argv[1:] if argv is None else argv)
     wide = "--wide" in args
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
                        read_csv(tm) if tm.exists() else None, wide)
     cov = folder / "coverage.csv"
     if cov.exists():
-        from legival_core.reports.coverage import summary_line
+        from legival_core.reports.compute.coverage import summary_line
 
         out_console.print(literal(summary_line(read_csv(cov, infer_schema_length=0))), highlight=False)
 

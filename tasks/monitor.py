@@ -214,9 +214,9 @@ def rank_table(rows: list[dict[str, str]]) -> list[str]:
     `value (rank)`, rank 1 the best. Headline metrics: the registry's ranked metrics that exist per
     (teacher, dataset) and have a value here (accuracy, lengths, redundancy, backtracking, FOTU,
     SOTU, regression rate, ...)."""
+    from legival_core import markdown
     from legival_core.metrics.base import all_metrics
-    from legival_core.reports import markdown
-    from legival_core.reports.safe_csv import unescape
+    from legival_core.reports.render.safe_csv import unescape
 
     if not rows:
         return ["No teacher rows."]

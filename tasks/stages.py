@@ -306,10 +306,10 @@ class AggregateResult:
 @task(name="report", cache_policy=NO_CACHE, task_run_name="report")
 def aggregate_task(db: str, out: str, config: Any, record: Any = None) -> AggregateResult:
     """The report stage: tables, Pareto frontier, correlations, dashboard, from the store alone.
-    `config` is a `legival_core.reports.data.ReportConfig`; `record` a `legival_core.reports.runs.RunInfo`
+    `config` is a `legival_core.reports.compute.data.ReportConfig`; `record` a `legival_core.runs.record.RunInfo`
     (a benchmark run: its run record is stored, and what changed since the last run is published)."""
-    from legival_core.reports.diff import diff_markdown, headline
     from legival_core.reports.stage import ReportStage
+    from legival_core.runs.diff import diff_markdown, headline
     from legival_core.stages.base import run_stage
 
     result = run_stage(ReportStage(Path(out), config, record=record), lambda: locked_store(db))
@@ -317,7 +317,7 @@ def aggregate_task(db: str, out: str, config: Any, record: Any = None) -> Aggreg
     dash = Path(out) / "index.html"
     run_logger().info("report: %s (%d files); dashboard: %s", out, len(files), dash if dash.is_file() else "(not built)")
     agg = AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
-    ch = result.data.changes if result.data is not None else None
+    ch = result.report.changes if result.report is not None else None
     if result.recorded is not None and ch is not None:
         agg.run_id, agg.run_seq, agg.changes = result.recorded.run_id, result.recorded.seq, headline(ch)
         run_logger().info("run record #%d %s; %s", agg.run_seq, agg.run_id, agg.changes)

@@ -33,8 +33,8 @@ def monitor(
     from legival_core.backends.base import make_backend
     from legival_core.backends.lazy import LazyBackend
     from legival_core.registry import UnknownName, canonical_name
-    from legival_core.reports.monitoring import monitor_report
-    from legival_core.reports.safe_csv import write_csv
+    from legival_core.reports.compute.monitoring import monitor_report
+    from legival_core.reports.render.safe_csv import write_csv
     from legival_core.stages.monitor import run_monitor
 
     try:

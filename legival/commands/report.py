@@ -30,7 +30,7 @@ def report(
     wide: Annotated[bool, typer.Option("--wide", help="Print every column of the table, not the compact view.")] = False,
 ) -> None:
     """Build the reports from the store alone (no model call)."""
-    from legival_core.reports.outdir import refuse_foreign
+    from legival_core.reports.render.outdir import refuse_foreign
     from legival_core.reports.stage import ReportConfig, build_reports
 
     rep = settings(Report, resamples=resamples, seed=seed, dashboard_traces=dashboard_traces)
@@ -52,7 +52,7 @@ def report(
                     out.rmdir()  # the empty directory `writable_dir` made
             fail(f"--out {out}: cannot write the report ({e.strerror or e})")
     from legival.tables import literal, print_report_table
-    from legival_core.reports.coverage import summary_line
+    from legival_core.reports.compute.coverage import summary_line
 
     data = result.data
     print_report_table(result.teacher_dataset, data.teacher_metrics if data is not None else None, wide)

@@ -10,7 +10,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, writable_dir
 from legival.console import emit_summary, fail, progress_bar
-from legival_core.reports.rewards import N_BOOT
+from legival_core.reports.paper.rewards import N_BOOT
 from legival_core.rewards.models import spec_default
 
 
@@ -32,8 +32,8 @@ def rm(
     """Score traces with reward models; computes only what is missing."""
     from dataclasses import replace
 
-    from legival_core.reports.rewards import rm_correlations
-    from legival_core.reports.safe_csv import write_csv
+    from legival_core.reports.paper.rewards import rm_correlations
+    from legival_core.reports.render.safe_csv import write_csv
     from legival_core.rewards import DEFAULT_MODELS, RewardModelSpec
     from legival_core.stages.rewards import run_rewards
 

@@ -16,7 +16,7 @@ from legival.console import emit_summary, err_console, fail, out_console
 @app.command()
 def runs(db: DbOption) -> None:
     """List the runs recorded in the store (every `legival run` and deployment run records one)."""
-    from legival_core.reports.diff import format_cell
+    from legival_core.runs.diff import format_cell
     from legival_core.store import runs as run_reads
 
     with open_store(db, read_only=True) as store:
@@ -59,7 +59,8 @@ def diff(
 ) -> None:
     """What changed between two recorded runs: values, deltas against the bootstrap noise, ranks, causes."""
     from legival.tables import literal
-    from legival_core.reports.diff import (
+    from legival_core.reports.render.safe_csv import write_csv
+    from legival_core.runs.diff import (
         RunNotFound,
         changes,
         format_cell,
@@ -68,7 +69,6 @@ def diff(
         regressions,
         unmatched_rules,
     )
-    from legival_core.reports.safe_csv import write_csv
 
     t0 = time.perf_counter()
     try:

@@ -23,8 +23,8 @@ def serve(
 ) -> None:
     """Serve the report dashboard from the store (read-only) until interrupted: the page is built once,
     each connection is served on its own thread and a silent connection is dropped after a timeout."""
-    from legival_core.reports.data import ReportConfig
-    from legival_core.reports.serve import PortInUse, make_server
+    from legival_core.reports.compute.data import ReportConfig
+    from legival_core.reports.render.serve import PortInUse, make_server
 
     rep = settings(Report, resamples=resamples, seed=seed)
     config = ReportConfig(settings(Efficiency, tau=tau, model=model), settings(Transfer, n_bins=n_bins).n_bins,

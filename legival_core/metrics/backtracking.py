@@ -15,7 +15,7 @@ from legival_core.segment import SEGMENTER_VERSION
 from legival_core.types import Steps, canonical_json
 
 if TYPE_CHECKING:
-    from legival_core.spec import Efficiency
+    from legival_core.metrics.base import Efficiency
 
 LEXICAL_BACKTRACKING_VERSION = "1"
 

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from legival_core.registry import entries, register
 from legival_core.types import Steps
 
 if TYPE_CHECKING:
     import polars as pl
-
-    from legival_core.spec import Efficiency
 
 Direction = Literal["higher", "lower"]
 Level = Literal["trace", "teacher"]
@@ -59,7 +57,20 @@ class MetricValue:
     detail: str | None = None
 
 
-TraceCompute = Callable[[Sequence[TraceText], "Efficiency"], list[MetricValue]]
+class Efficiency(Protocol):
+    """What a per-trace metric reads of the spec's `efficiency:` section. The spec's pydantic
+    `Efficiency` model (which holds the defaults) satisfies it; the metrics sit below the spec layer
+    and never import it."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def tau(self) -> float: ...
+    @property
+    def embed_precision(self) -> str: ...
+
+
+TraceCompute = Callable[[Sequence[TraceText], Efficiency], list[MetricValue]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from legival_core.segment import SEGMENTER_VERSION
 if TYPE_CHECKING:
     import numpy as np
 
-    from legival_core.spec import Efficiency
+    from legival_core.metrics.base import Efficiency
 
 REDUNDANCY_VERSION = "1"
 SWEEP_THRESHOLDS: tuple[float, ...] = tuple(round(i / 20, 2) for i in range(21))

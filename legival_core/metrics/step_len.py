@@ -10,7 +10,7 @@ from legival_core.segment import SEGMENTER_VERSION
 from legival_core.types import Steps
 
 if TYPE_CHECKING:
-    from legival_core.spec import Efficiency
+    from legival_core.metrics.base import Efficiency
 
 STEP_LEN_VERSION = "1"
 

@@ -13,7 +13,7 @@ from legival_core.tokens import ENCODING_NAME, token_lens
 if TYPE_CHECKING:
     import polars as pl
 
-    from legival_core.spec import Efficiency
+    from legival_core.metrics.base import Efficiency
 
 TOKEN_LEN_VERSION = "1"
 

@@ -160,10 +160,13 @@ def sotu_from_taus(frame: pl.DataFrame, keys: list[str], n_bins: int) -> pl.Data
 
     if n_bins < 2:
         raise ValueError(f"SOTU divides by ln(B); n_bins must be >= 2, got {n_bins}")
-    hist = frame.filter(pl.col("tau").is_not_null()).group_by(*keys, "tau").agg(pl.len().alias("_c"))
+    # sorted, and grouped in that order: the entropy's sum runs in one order whatever the hash
+    # order of the group_by (a change of module layout alone once moved SOTU by 1e-16)
+    hist = (frame.filter(pl.col("tau").is_not_null()).group_by(*keys, "tau").agg(pl.len().alias("_c"))
+            .sort(*keys, "tau"))
     ent = (
         hist.with_columns((pl.col("_c") / pl.col("_c").sum().over(keys)).alias("_h"))
-        .group_by(*keys)
+        .group_by(*keys, maintain_order=True)
         .agg(
             (-(pl.col("_h") * pl.col("_h").log()).sum() / math.log(n_bins) + 0.0).alias("sotu"),
             pl.col("_c").sum().cast(pl.Int64).alias("n_sotu"),

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.reports.safe_csv import DANGEROUS, unescape
+from legival_core.reports.render.safe_csv import DANGEROUS, unescape
 from tests._cli import Ran, legival
 from tests.conftest import EXAMPLES, REPO
 from tests.core.reports.test_demo_snapshot import load_demo_store
-from tests.core.reports.test_safe_outputs import md_cells, md_text
+from tests.core.reports.render.test_safe_outputs import md_cells, md_text
 
 HYPERLINK = '=HYPERLINK("http://x.invalid","click")'
 MARKUP = "pipe|x [red]red[/red] :warning: \x1b[31mansi"

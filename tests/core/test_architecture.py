@@ -79,7 +79,7 @@ def test_no_module_over_the_size_limit() -> None:
 
 def test_every_report_metric_is_registered_with_its_meaning() -> None:
     from legival_core.metrics.base import all_metrics
-    from legival_core.reports.aggregate import TRANSFER_COLUMNS, teacher_dataset_report_columns
+    from legival_core.reports.compute.aggregate import TRANSFER_COLUMNS, teacher_dataset_report_columns
 
     infos = {m.name: m for m in all_metrics()}
     for m in infos.values():
@@ -118,3 +118,37 @@ def test_every_registered_entry_has_a_readable_description() -> None:
             assert not re.match(r"^\w+\(\w+: '", e.description), (kind, e.name, e.description[:80])
     r = legival("list", "datasets")
     assert r.returncode == 0 and "DatasetSpec(" not in r.stdout and "gsm8k problems" in r.stdout
+
+
+def _cycle_check(*dirs: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(REPO / "scripts" / "import_cycles.py"), *map(str, dirs)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_no_import_cycle_counting_every_import() -> None:
+    """import-linter skips TYPE_CHECKING imports and the inside of a layer; this check does not."""
+    r = _cycle_check(*(REPO / pkg for pkg in ("legival_core", "legival", "tasks", "flows")))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "legival_core:" in r.stdout and "no import cycle" in r.stdout
+
+
+@pytest.mark.parametrize("closing", [
+    "if TYPE_CHECKING:\n    from pkg.a import A\n",
+    "def f() -> None:\n    from pkg import a\n",
+    "from . import a\n",
+    "import pkg.a\n",
+])
+def test_the_cycle_check_finds_a_circle_however_it_is_closed(tmp_path: Path, closing: str) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.sub.b import B\n\n\nclass A:\n    pass\n")
+    (pkg / "sub" / "b.py").write_text("from pkg.c import C\n\n\nclass B:\n    pass\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\n\n" + closing)
+    (pkg / "d.py").write_text("from pkg import a\n")  # imports into the cycle, not part of it
+    r = _cycle_check(pkg)
+    assert r.returncode == 1, r.stdout
+    assert "pkg.a, pkg.c, pkg.sub.b" in r.stdout and "pkg.d" not in r.stdout
+    (pkg / "c.py").write_text("class C:\n    pass\n")
+    assert _cycle_check(pkg).returncode == 0

@@ -279,7 +279,7 @@ def test_report_aggregation_levels_by_hand() -> None:
     report's own aggregation code on in-memory inputs."""
     import polars as pl
 
-    from legival_core.reports.aggregate import aggregate, index_traces
+    from legival_core.reports.compute.aggregate import aggregate, index_traces
     from legival_core.transfer.utility import transfer_table
 
     # The report's levels from in-memory inputs: traces (all correct, m = 2) and depths.
@@ -349,7 +349,7 @@ def _trace_frame(keys: list[tuple[str, str, str]]):  # type: ignore[no-untyped-d
     import polars as pl
 
     from legival_core.metrics.base import stored_trace_metrics
-    from legival_core.reports.tables import with_derived_columns
+    from legival_core.reports.compute.tables import with_derived_columns
 
     n = len(keys)
     cols: dict[str, object] = {

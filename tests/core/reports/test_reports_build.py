@@ -11,14 +11,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from legival_core.reports.build import assemble
-from legival_core.reports.dashboard import safe_json
+from legival_core.reports.compute.build import assemble
+from legival_core.reports.render.dashboard import safe_json
 from legival_core.reports.stage import ReportConfig, build_reports
-from legival_core.reports.synthetic import fill_synthetic
 from legival_core.rewards.models import RM_CODE_VERSION
 from legival_core.store import Store
 from tests._cli import legival
 from tests._sql import sql
+from tests.synthetic import fill_synthetic
 
 CLI_TEACHER_DATASET = ["teacher", "dataset", "n_traces", "accuracy", "token_len_median", "step_len_median",
                        "redundancy", "backtracking", "backtracking_method", "fotu", "sotu", "regression_rate",
@@ -76,7 +76,7 @@ def test_report_directory_contract(filled: Path, tmp_path: Path) -> None:
 
 
 def test_extra_columns_must_not_clash(filled: Path) -> None:
-    from legival_core.reports.build import compute_report
+    from legival_core.reports.compute.build import compute_report
 
     with Store(filled) as store:
         data = compute_report(store, ReportConfig(resamples=0))
@@ -101,7 +101,7 @@ def test_report_cli(filled: Path, tmp_path: Path) -> None:
 
 
 def test_serve_live_api(filled: Path) -> None:
-    from legival_core.reports.serve import make_server
+    from legival_core.reports.render.serve import make_server
 
     with Store(filled, read_only=True) as store:
         server = make_server(store, port=0, config=ReportConfig(resamples=20))

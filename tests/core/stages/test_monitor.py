@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from legival_core.monitor import inject_error, parse_verdict, prf
-from legival_core.reports.monitoring import fotu_correlations, monitor_report, teacher_columns
+from legival_core.reports.compute.monitoring import fotu_correlations, monitor_report, teacher_columns
 from legival_core.segment import sentence_spans
 from legival_core.stages.monitor import run_monitor
 from legival_core.store import Store

@@ -15,7 +15,7 @@ from legival_core.metrics.quality import resolve_groups
 from legival_core.quality._local import Unavailable
 from legival_core.quality.clarity import clarity
 from legival_core.registry import entry
-from legival_core.reports.quality_table import quality_teacher_table
+from legival_core.reports.compute.quality_table import quality_teacher_table
 from legival_core.stages.base import store_access
 from legival_core.stages.ingest import ingest_file
 from legival_core.stages.quality import QualityConfig, QualityStage, compute_quality

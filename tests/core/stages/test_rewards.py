@@ -103,7 +103,8 @@ def _fill(store: Store) -> None:
 
 
 def test_stage_rows_unavailable_then_scored_and_correlations(store: Store, tiny_rm: Path) -> None:
-    from legival_core.reports.rewards import rm_correlations, teacher_columns
+    from legival_core.reports.compute.rm_scores import teacher_columns
+    from legival_core.reports.paper.rewards import rm_correlations
 
     _fill(store)
     missing = RewardModelSpec("tiny", "tiny", path=str(Path(store.path).parent / "nope"), dtype="float32")

@@ -1,0 +1,220 @@
+"""Coverage: for every (teacher, dataset, metric), why a number is there or not.
+
+A report keeps one schema whatever stages ran, so an empty cell must say why it is empty:
+
+- `computed`: the value rests on `n` traces (or rollout traces);
+- `not run`: the stage that computes it has stored nothing for this cell; `detail` is the command
+  (from the registry's stage entry) that computes it;
+- `unavailable`: the stage ran but its model is not installed here; `detail` is the stored reason;
+- `too few traces`: the stage ran, but the cell has no trace the metric can use (no correct trace
+  for transfer, no first success for SOTU, every trace undefined, ...);
+- `failed`: every unit of the cell that its stage tried failed alone (legival_core/stages/isolation.py).
+  Any status's `detail` then says `failed: N traces (reason)`, also when the other traces were
+  computed; a record skipped at ingest (over the size limit) counts for every metric of its cell.
+
+`coverage.csv` has one row per (teacher, dataset, metric) for every registered metric (a metric
+family, e.g. other reward models, is left out), the dashboard shows it as a panel and `legival report`
+prints a one-line count.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from legival_core.metrics.base import MetricInfo, all_metrics
+from legival_core.metrics.quality import DIMENSIONS, QUALITY_METRICS
+from legival_core.registry import entry
+from legival_core.rewards.models import DEFAULT_MODELS
+from legival_core.store import Store
+from legival_core.store import failures as failure_rows
+from legival_core.store import report as reads
+
+if TYPE_CHECKING:
+    import polars as pl
+
+COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW, FAILED = "computed", "not run", "unavailable", "too few traces", "failed"
+COLUMNS = ("teacher", "dataset", "metric", "stage", "status", "n", "detail")
+
+
+def stage_command(stage: str) -> str:
+    """The command that computes a stage's rows (the registry's stage entry)."""
+    try:
+        return str(entry("stage", stage).meta.command)
+    except KeyError:
+        return f"the {stage} stage"
+
+
+def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame, by_student: pl.DataFrame) -> pl.DataFrame:
+    """One row per (teacher, dataset, registered metric) with its status (module docstring)."""
+    import polars as pl
+
+    metrics = [m for m in all_metrics() if not m.family]
+    complete = ~pl.col("truncated")
+    cols = sorted({m.trace_column for m in metrics if m.source in ("trace", "derived") and m.trace_column in traces.columns})
+    stats = {
+        (r["teacher"], r["dataset"]): r
+        for r in traces.group_by("teacher", "dataset").agg(
+            pl.len().alias("_all"), complete.sum().alias("_complete"),
+            pl.col("grade_status").is_not_null().sum().alias("_graded"),
+            (pl.col("m").is_not_null().sum() if "m" in traces.columns else pl.lit(0)).alias("_segmented"),
+            *[pl.col(c).filter(complete).is_not_null().sum().alias(f"{c}:complete") for c in cols],
+            *[pl.col(c).is_not_null().sum().alias(f"{c}:all") for c in cols],
+        ).iter_rows(named=True)
+    }
+    status_rows = reads.metric_status_counts(store)
+    td = {(r["teacher"], r["dataset"]): r for r in by_dataset.iter_rows(named=True)}
+    failed = failure_rows.failures_by_cell(store)
+    for r in failed.iter_rows(named=True):  # a cell whose every record was skipped at ingest still has a row
+        stats.setdefault((r["teacher"], r["dataset"]), {"_all": 0, "_complete": 0, "_graded": 0, "_segmented": 0})
+    rows: list[tuple[object, ...]] = []
+    for info in metrics:
+        for (teacher, dataset), cell in sorted(stats.items()):
+            status, n, detail = _status(info, cell, td.get((teacher, dataset), {}), status_rows, teacher, dataset)
+            status, detail = _with_failures(info, status, n, detail, failed, teacher, dataset)
+            rows.append((teacher, dataset, info.name, info.stage, status, n, detail))
+    return pl.DataFrame(rows, orient="row", schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "metric": pl.Utf8,
+                                                     "stage": pl.Utf8, "status": pl.Utf8, "n": pl.Int64,
+                                                     "detail": pl.Utf8})
+
+
+def _status(info: MetricInfo, cell: dict[str, object], td: dict[str, object],
+            stored: dict[tuple[str, str, str], dict[str, object]], teacher: str, dataset: str) -> tuple[str, int, str]:
+    not_run = (NOT_RUN, 0, stage_command(info.stage))
+    if info.source in ("trace", "derived"):
+        if info.name == "accuracy":
+            graded = _int(cell["_graded"])
+            return (COMPUTED, graded, "") if graded else not_run
+        scope = "complete" if info.complete_only else "all"
+        n = _int(cell.get(f"{info.trace_column}:{scope}"))
+        if n:
+            return COMPUTED, n, ""
+        if not _int(cell["_complete" if info.complete_only else "_all"]):
+            return TOO_FEW, 0, "no complete trace"
+        if info.stored is not None:  # its stage computes a value for every trace: none stored yet
+            return not_run
+        return TOO_FEW, 0, "undefined for every trace of the cell (e.g. no correct trace)"
+    if info.source == "transfer":
+        n_transfer = _int(td.get("n_transfer_traces"))
+        if n_transfer == 0:
+            if not _int(cell.get("_segmented")):  # steps define the transfer traces: not known yet
+                return NOT_RUN, 0, f"{stage_command('segment')} (steps), then {stage_command(info.stage)}"
+            return TOO_FEW, 0, "no transfer trace (correct, with at least one step)"
+        if not _int(td.get("n_rollouts")):
+            return not_run
+        value = td.get(info.name)
+        n = _int(td.get("n_sotu")) if info.name == "sotu" else _int(td.get("n_curve_traces"))
+        if value is None:
+            why = "no trace with a first success" if info.name == "sotu" else "no trace with a complete curve"
+            return TOO_FEW, n, why
+        return COMPUTED, n, ""
+    if info.source in ("quality", "rewards"):
+        base = _base_metric(info)
+        hit = stored.get((teacher, dataset, base)) if base else None
+        if base is None:  # a dimension score or the Global Index: computed when a member is
+            members = _members(info)
+            n = sum(_int(stored.get((teacher, dataset, m), {}).get("ok")) for m in members)
+            return (COMPUTED, n, "") if n else not_run
+        if hit is None:
+            return not_run
+        if _int(hit.get("ok")):
+            return COMPUTED, _int(hit["ok"]), ""
+        if _int(hit.get("unavailable")):
+            return UNAVAILABLE, 0, reason_of(_str(hit.get("detail"))) or "model not installed"
+        return TOO_FEW, 0, "no trace with a defined value"
+    if info.source == "monitor":
+        hit = stored.get((teacher, dataset, "monitor"))
+        return (COMPUTED, _int(hit.get("ok")), "") if hit else not_run
+    return COMPUTED, 0, ""
+
+
+STEP_STAGES = ("efficiency", "transfer", "judge", "quality")
+"""The stages of the metrics that rest on a trace's steps: a trace that failed segmentation has none."""
+
+
+def _with_failures(info: MetricInfo, status: str, n: int, detail: str, failed: pl.DataFrame, teacher: str,
+                   dataset: str) -> tuple[str, str]:
+    """The status and detail once the cell's failed units are counted: "failed" when nothing was
+    computed, and `failed: N traces (reason)` in the detail (after what was there)."""
+    if failed.is_empty():
+        return status, detail
+    hits = [r for r in failed.iter_rows(named=True) if r["teacher"] == teacher and r["dataset"] == dataset
+            and _failure_applies(str(r["stage"]), info.stage)]
+    if not hits:
+        return status, detail
+    count = sum(int(r["failed"]) for r in hits)
+    note = f"failed: {count} trace{'s' if count != 1 else ''} ({'; '.join(str(r['reason']) for r in hits)})"
+    if status in (NOT_RUN, TOO_FEW) and n == 0:
+        return FAILED, note
+    return status, f"{detail}; {note}" if detail else note
+
+
+def _failure_applies(failed_stage: str, metric_stage: str) -> bool:
+    stage = failed_stage.split(":")[0]
+    if stage == "ingest":
+        return True
+    if stage == "segment":
+        return metric_stage in STEP_STAGES
+    return stage == metric_stage
+
+
+def _members(info: MetricInfo) -> list[str]:
+    dim = info.name.removeprefix("dim_")
+    if dim in DIMENSIONS:
+        return list(DIMENSIONS[dim])
+    return [m for ms in DIMENSIONS.values() for m in ms]
+
+
+def _int(v: object) -> int:
+    return int(v) if isinstance(v, int | float) else 0
+
+
+def _str(v: object) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _base_metric(info: MetricInfo) -> str | None:
+    """The stored metric a quality/RM column rests on (`clarity_clx_norm` -> `clarity_clx`; dimension
+    scores and the Global Index rest on several: None)."""
+    if info.source == "rewards":
+        for spec in DEFAULT_MODELS:
+            for col, stored in zip(spec.columns(), spec.metric_names(), strict=True):
+                if col == info.name:
+                    return stored
+        return None
+    name = info.name.removesuffix("_norm")
+    if name == "z3_extraction_rate":
+        return "z3_acs"
+    return name if name in QUALITY_METRICS else None
+
+
+def summary_line(coverage: pl.DataFrame) -> str:
+    """`coverage: 120 computed, 40 not run (legival quality --db DB), 8 unavailable, 2 too few traces`."""
+    import polars as pl
+
+    if coverage.height == 0:
+        return "coverage: no trace in the store"
+    parts = []
+    for status in (COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW, FAILED):
+        sub = coverage.filter(pl.col("status") == status)
+        if sub.height == 0:
+            continue
+        text = f"{sub.height} {status}"
+        if status == NOT_RUN:
+            text += f" ({'; '.join(sorted(set(sub['detail'].to_list())))})"
+        parts.append(text)
+    cells = coverage.filter(pl.col("detail").str.contains("failed: ", literal=True)).select("teacher", "dataset").unique()
+    if cells.height:
+        parts.append(f"failed traces in {cells.height} (teacher, dataset) cell(s) (`failed:` in coverage.csv)")
+    return "coverage: " + ", ".join(parts) + " (coverage.csv)"
+
+
+def reason_of(detail: str | None) -> str | None:
+    """The `reason` of a stored row's JSON detail, if any."""
+    if not detail:
+        return None
+    try:
+        value = json.loads(detail)
+    except ValueError:
+        return None
+    return str(value.get("reason")) if isinstance(value, dict) and value.get("reason") else None

@@ -1,0 +1,85 @@
+"""What a report is computed from (its settings) and what it computes (every table, before writing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from legival_core.metrics.redundancy import similarity_model
+from legival_core.spec import Efficiency, Report, Transfer, default_of
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from legival_core.metrics.base import Direction
+    from legival_core.reports.compute.aggregate import Aggregates
+    from legival_core.reports.compute.bootstrap import BootstrapResult
+    from legival_core.spec import BenchmarkSpec
+    from legival_core.transfer.utility import TransferTable
+
+
+@dataclass(frozen=True, slots=True)
+class ReportConfig:
+    """The report's settings, every default from the spec models: the redundancy threshold and
+    embedding model whose rows it reads, the number of bins the rollouts were planned with, the
+    bootstrap and the dashboard's trace sample."""
+
+    efficiency: Efficiency = field(default_factory=Efficiency)
+    n_bins: int = default_of(Transfer, "n_bins")
+    resamples: int = default_of(Report, "resamples")
+    seed: int = default_of(Report, "seed")
+    dashboard_traces: int = default_of(Report, "dashboard_traces")
+
+    @classmethod
+    def from_spec(cls, spec: BenchmarkSpec) -> ReportConfig:
+        return cls(spec.efficiency, spec.transfer.n_bins, spec.report.resamples, spec.report.seed,
+                   spec.report.dashboard_traces)
+
+    @property
+    def tau(self) -> float:
+        return self.efficiency.tau
+
+    @property
+    def model(self) -> str:
+        """The embedding model whose r_i the report reads (marked when its vectors are int8)."""
+        return similarity_model(self.efficiency)
+
+
+@dataclass(slots=True)
+class ReportData:
+    """Every table computed from the store, before anything is written. The papers' tables
+    (`reports.paper`) and the changes since the last run (`runs.diff`) are computed from these and
+    travel beside them (`reports.render.bundle.Report`), never inside."""
+
+    traces: pl.DataFrame
+    students: pl.DataFrame
+    transfer: TransferTable
+    aggregates: Aggregates
+    teacher_metrics: pl.DataFrame
+    correlations: pl.DataFrame
+    correlation_metrics: list[str]
+    rank_stability: pl.DataFrame
+    delta_tu: pl.DataFrame
+    rank_pairs: pl.DataFrame
+    elbow: pl.DataFrame
+    tu_curves: pl.DataFrame
+    boot: BootstrapResult | None
+    config: ReportConfig
+    directions: dict[str, Direction] = field(default_factory=dict)
+    coverage: pl.DataFrame | None = None
+    """Per (teacher, dataset, metric): computed / not run / unavailable / too few traces (`coverage`)."""
+    export: pl.DataFrame | None = None
+    """traces.parquet: the trace table with every per-trace number the store holds (`trace_export`);
+    None for tables assembled without a store (then the trace table is exported)."""
+
+    @property
+    def teacher_dataset(self) -> pl.DataFrame:
+        return self.aggregates.by_dataset
+
+    @property
+    def tau(self) -> float:
+        return self.config.tau
+
+    @property
+    def model(self) -> str:
+        return self.config.model

@@ -1,0 +1,64 @@
+"""The report directory: every CSV, Parquet file, figure and the dashboard of one `Report`
+(../shared/CLI.md, docs/reports.md), written whole or not at all (`outdir.replaced_whole`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from legival_core.reports.paper.tables import PAPER_CSV, exported
+from legival_core.reports.render.bundle import Report
+from legival_core.reports.render.dashboard import dashboard_html
+from legival_core.reports.render.outdir import replaced_whole, write_manifest
+from legival_core.reports.render.paper_plots import write_paper_plots
+from legival_core.reports.render.plots import write_plots
+from legival_core.reports.render.safe_csv import write_csv
+from legival_core.runs.diff import diff_schema
+from legival_core.store import Store
+from legival_core.store import report as reads
+
+
+def write_report(report: Report, store: Store | None, out: str | Path) -> list[str]:
+    """Write every file of the report directory, whole or not at all (into a new directory beside
+    `out`, then swapped into place); returns their names."""
+    with replaced_whole(out) as new:
+        files = _write_files(report, store, new)
+        write_manifest(new, files)
+    return files
+
+
+def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
+    """Every file of the report into the (new, empty) directory `out`."""
+    import polars as pl
+
+    data = report.data
+    files: list[str] = []
+
+    def csv(frame: pl.DataFrame, name: str) -> None:
+        write_csv(frame, out / name)  # every report CSV: text cells neutralised (safe_csv)
+        files.append(name)
+
+    csv(data.aggregates.by_dataset, "teacher_dataset_metrics.csv")
+    csv(data.aggregates.by_student, "teacher_dataset_student_metrics.csv")
+    csv(data.teacher_metrics, "teacher_metrics.csv")
+    csv(data.correlations, "correlations.csv")
+    csv(data.rank_stability, "rank_stability.csv")
+    csv(data.delta_tu, "delta_tu.csv")
+    csv(data.rank_pairs, "rank_pairs.csv")
+    csv(data.elbow, "redundancy_elbow.csv")
+    csv(data.tu_curves, "tu_curves.csv")
+    if data.coverage is not None:
+        csv(data.coverage, "coverage.csv")
+    csv(report.changes.frame if report.changes is not None else pl.DataFrame(schema=diff_schema()), "diff.csv")
+    for name in PAPER_CSV:
+        csv(report.paper[name], name)
+    exported(data).write_parquet(out / "traces.parquet")
+    files.append("traces.parquet")
+    if store is not None:
+        reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
+        files.append("rollouts.parquet")
+    files += write_plots(data, out)
+    files += write_paper_plots(report, out)
+    (out / "index.html").write_text(dashboard_html(report, store, data.config.dashboard_traces, image_dir=out),
+                                    encoding="utf-8")
+    files.append("index.html")
+    return files

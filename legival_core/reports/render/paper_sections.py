@@ -1,0 +1,169 @@
+"""The dashboard's sections of the paper tables and figures: static HTML built here, every string
+escaped (`html.escape`), each section showing its PNG and every row of its CSV with `fmt_cell`, so the
+page and the files carry the same numbers. No script, no network: images are data URIs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from legival_core.reports.render.bundle import Report
+from legival_core.runs.diff import headline
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    id: str
+    title: str
+    note: str
+    tables: tuple[str, ...]
+    """CSV files shown (`paper.PAPER_CSV`, or `rank_stability.csv` / `delta_tu.csv`)."""
+    png: str
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("pf-rank-points", "Global legibility ranking by rank points (Legi-Val Fig. 1 / Fig. 9)",
+            "Per metric, points = N - rank + 1 (N = teachers ranked on it); the global rank orders the sums. "
+            "dataset 'all' = teacher level; the other rows rank within one dataset.", ("rank_points.csv",),
+            "rank_points.png"),
+    Section("pf-accuracy-frontier", "Teacher accuracy vs transfer utility (Legi-Val Fig. 4)",
+            "Pareto frontier on (accuracy higher, transfer metric by its direction).", ("accuracy_frontier.csv",),
+            "accuracy_frontier.png"),
+    Section("pf-fotu-scatter", "FOTU vs SOTU, accuracy and reward-model score (Legi-Val Fig. 5)",
+            "Teacher level; rho, p and n: Spearman across teachers of the panel.", ("fotu_scatter.csv",),
+            "fotu_scatter.png"),
+    Section("pf-rm", "Reward models vs transfer utility (Legi-Val Fig. 7, Table 6)",
+            "level 'trace': per trace (FOTU, RR: means over students); level 'model': the teachers' mean RM "
+            "score against their transfer metrics and accuracy.", ("rm_correlations.csv",), "rm_fotu.png"),
+    Section("pf-rank-by-student", "Rank progression by student (Legi-Val Fig. 8)",
+            "Each teacher's rank (1 = best) on each transfer metric, per student.", ("rank_by_student.csv",),
+            "rank_by_student.png"),
+    Section("pf-students", "Across students (Legi-Val Tables 4 and 5)",
+            "Spearman rho of the teachers' values between two students, and |delta TU| per teacher.",
+            ("rank_stability.csv", "delta_tu.csv"), "student_stability.png"),
+    Section("pf-clarity-profile", "Clarity profile per teacher (gCoT Fig. 7 / Table 3)",
+            "Means over the teacher's traces with a clarity score.", ("clarity_profile.csv",), "clarity_profile.png"),
+    Section("pf-clx-regression", "Informativeness on CLX within each teacher (gCoT Table 4)",
+            "Least-squares slope with its 95% t interval, per teacher and informativeness metric.",
+            ("clx_regression.csv",), "clx_regression.png"),
+    Section("pf-gcot-dimensions", "gCoT dimensions and the Global Index",
+            "Dimension score = mean of its min-max normalised metrics; rho_global_index = Spearman across "
+            "teachers of the dimension with the Global Index.", ("gcot_dimensions.csv",), "gcot_dimensions.png"),
+)
+NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"))
+
+
+def fmt_cell(v: object) -> str:
+    """One cell as the dashboard prints it: '–' for a missing value, integers as integers, floats with
+    at most 4 decimals (trailing zeros dropped)."""
+    if v is None:
+        return "\u2013"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return "\u2013"
+        text = f"{v:.4f}".rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    return str(v)
+
+
+def section_table(report: Report, name: str) -> pl.DataFrame:
+    """The rows a section shows for one of its files (the student rows of rank_stability.csv)."""
+    import polars as pl
+
+    if name == "rank_stability.csv":
+        return report.data.rank_stability.filter(pl.col("axis") == "student")
+    if name == "delta_tu.csv":
+        return report.data.delta_tu
+    return report.paper[name]
+
+
+def _table_html(frame: pl.DataFrame, name: str) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(c)}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{e(fmt_cell(v))}</td>" for v in row) + "</tr>"
+                   for row in frame.iter_rows())
+    return (f'<div class="scroll ptable"><table class="grid" data-file="{e(name)}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>")
+
+
+def _empty_note(report: Report, name: str) -> str:
+    if name in ("rank_stability.csv", "delta_tu.csv"):
+        return f"needs two students with rollouts; the store has {report.data.students.height}"
+    return "no rows"
+
+
+def sections_html(report: Report, image_dir: Path | None) -> str:
+    """Every paper section, in `SECTIONS` order."""
+    e = html.escape
+    parts = []
+    for s in SECTIONS:
+        files = ", ".join(f"<code>{e(f)}</code>" for f in (*s.tables, s.png))
+        out = [f'<section id="{e(s.id)}" class="paper"><h2>{e(s.title)}</h2>',
+               f'<p class="note">{e(s.note)} Files: {files}.</p>']
+        png = image_dir / s.png if image_dir is not None else None
+        if png is not None and png.exists():
+            uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+            out.append(f'<figure class="paperfig"><img alt="{e(s.title)}" data-name="{e(s.png)}" src="{uri}">'
+                       "</figure>")
+        for name in s.tables:
+            frame = section_table(report, name)
+            if len(s.tables) > 1:
+                out.append(f'<h3 class="sub">{e(name)}</h3>')
+            out.append(_table_html(frame, name) if frame.height else
+                       f'<p class="empty" data-file="{e(name)}">{e(_empty_note(report, name))}</p>')
+        out.append("</section>")
+        parts.append("".join(out))
+    return "\n".join(parts)
+
+
+def nav_html() -> str:
+    return "".join(f'<a href="#{html.escape(i)}">{html.escape(label)}</a>' for i, label in NAV)
+
+
+CHANGES_COLUMNS = ("teacher", "dataset", "metric", "change", "old", "new", "delta", "delta_ci", "outside_ci",
+                   "rank_old", "rank_new", "cause")
+"""diff.csv's columns as the page shows them: the interval of the difference in one cell."""
+CHANGES_SHOWN = 200
+"""Rows of diff.csv the page shows (changes outside the interval first); the file has every row."""
+
+
+def changes_html(report: Report) -> str:
+    """"Changes since the last run": the headline and the rows of diff.csv (`runs.diff`)."""
+    import polars as pl
+
+    e = html.escape
+    out = ['<section id="changes"><h2>Changes since the last run</h2>']
+    ch = report.changes
+    if ch is None:
+        out.append('<p class="empty" data-file="diff.csv">not run: no run records read (`legival run` records '
+                   "one per run; `legival diff --db DB` compares two)</p></section>")
+        return "".join(out)
+    out.append(f'<p class="note">{e(headline(ch))}. delta = new - old; outside_ci: the 95% bootstrap interval '
+               "of the difference (resampling problems, both runs' replicates) excludes 0; dataset 'all' = teacher "
+               "level. File: <code>diff.csv</code>.</p>")
+    if ch.new is not None and ch.new.run.get("ui_url"):
+        url = str(ch.new.run["ui_url"])
+        if url.startswith(("http://", "https://")):
+            out.append(f'<p class="note">This run in Prefect: <a href="{e(url)}">{e(url)}</a></p>')
+    interval = pl.when(pl.col("diff_ci_low").is_not_null()).then(pl.format(
+        "[{}, {}]", pl.col("diff_ci_low").round_sig_figs(4), pl.col("diff_ci_high").round_sig_figs(4)))
+    frame = ch.frame.with_columns(interval.alias("delta_ci")).select(CHANGES_COLUMNS)
+    if frame.height:
+        out.append(_table_html(frame.head(CHANGES_SHOWN), "diff.csv"))
+        if frame.height > CHANGES_SHOWN:
+            out.append(f'<p class="note">{frame.height - CHANGES_SHOWN} more rows in diff.csv</p>')
+    elif ch.old is not None:
+        out.append('<p class="empty" data-file="diff.csv">no change: every value and rank equals the previous run\'s</p>')
+    out.append("</section>")
+    return "".join(out)

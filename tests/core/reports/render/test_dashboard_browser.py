@@ -1,0 +1,432 @@
+"""The dashboard in a real headless Chromium (Debian `chromium` + `chromium-driver`), static and live.
+
+The same store (the demo's real traces of 5 teachers plus one trace full of script payloads) is shown
+twice: `index.html` written by `legival report`'s code path, and the page of `legival serve` started
+as a subprocess on a free port. Every check runs on both pages, and a test compares what both offer.
+Skipped with a message only when /usr/bin/chromium is absent; CI installs it. Screenshots are saved
+under artifacts/ (git-ignored) for a human to look at.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from legival_core.reports.stage import ReportConfig, build_reports
+from legival_core.store import Store
+from tests._cli import legival
+from tests.conftest import REPO
+from tests.core.reports.test_demo_snapshot import load_demo_store
+from tests.core.reports.render.test_serve import serving
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ARTIFACTS = REPO / "artifacts"
+RESAMPLES = 100
+XSS_REASONING = (
+    'First we add. <script>window.__xss=1</script> Then <img src=x onerror="window.__xss=2"> we check. '
+    "Finally </script><!-- the answer is 4."
+)
+KINDS = ("static", "live")
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists() or not CHROMEDRIVER.exists(),
+    reason="needs /usr/bin/chromium and /usr/bin/chromedriver (apt-get install chromium chromium-driver)",
+)
+
+
+def _xss_trace(store: Store) -> str:
+    """A trace whose text, steps, question and answers carry script payloads."""
+    from legival_core.segment import SEGMENTER_VERSION
+
+    tid = "xss-trace"
+    store.insert_rows("problems", [{"dataset": "gsm8k", "problem_id": "p-xss",
+                                    "question": "<b>bold?</b><script>window.__xss=3</script>", "gold": "4"}])
+    store.insert_rows("traces", [{"trace_id": tid, "teacher": "alpha", "dataset": "gsm8k", "problem_id": "p-xss",
+                                  "reasoning": XSS_REASONING, "answer_text": '<img src=x onerror="window.__xss=4">',
+                                  "truncated": False}])
+    spans, pos = [], 0
+    for sentence in ("First we add.", '<script>window.__xss=1</script> Then <img src=x onerror="window.__xss=2"> we check.',
+                     "Finally </script><!-- the answer is 4."):
+        start = XSS_REASONING.index(sentence, pos)
+        spans.append((start, start + len(sentence)))
+        pos = start + len(sentence)
+    store.insert_rows("steps", [{"trace_id": tid, "segmenter": SEGMENTER_VERSION, "idx": i, "start_char": a,
+                                 "end_char": b} for i, (a, b) in enumerate(spans, start=1)])
+    store.insert_rows("rollouts", [
+        {"trace_id": tid, "student_key": "key-student-a", "k": k, "sample": 0, "m": 3, "bin": b, "status": "ok",
+         "correct": k == 3, "forced": False, "extracted": '<svg onload="window.__xss=5">', "grade_status": "ok",
+         "continuation": "</script><script>window.__xss=6</script>"}
+        for k, b in ((0, 0), (3, 50))
+    ])
+    return tid
+
+
+@pytest.fixture(scope="module")
+def pages() -> Iterator[dict[str, str]]:
+    """The two pages of one store: {"static": file URL of index.html, "live": legival serve's URL, "db"}."""
+    tmp = Path(tempfile.mkdtemp(prefix="legival-dash-"))
+    db = tmp / "s.duckdb"
+    load_demo_store(db)
+    with Store(db) as store:
+        _xss_trace(store)
+    # grades under the current grader version (the demo's tables may predate a grader bump)
+    r = legival("grade", "--db", str(db), cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    try:
+        with serving(db, "--resamples", str(RESAMPLES)) as live:  # builds while the static page is written
+            with Store(db, read_only=True) as store:
+                build_reports(store, tmp / "out", ReportConfig(resamples=RESAMPLES))
+            yield {"static": (tmp / "out" / "index.html").as_uri(), "live": live + "/", "db": str(db)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="legival-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,900"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    d.set_page_load_timeout(60)
+    yield d
+    d.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(d: Any, url: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d.set_window_size(1280, 900)
+    d.get_log("browser")  # each check starts with an empty console and sees the page load's messages
+    d.get(url)
+    WebDriverWait(d, 30).until(lambda x: x.find_elements(By.CSS_SELECTOR, "#rank-table tbody tr")
+                               and x.find_elements(By.CSS_SELECTOR, "#trace-view .legend"))
+
+
+def _severe(d: Any) -> list[dict[str, object]]:
+    return [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def _data(d: Any) -> dict[str, Any]:
+    out: dict[str, Any] = d.execute_script("return JSON.parse(document.getElementById('legival-data').textContent)")
+    return out
+
+
+def _offers(d: Any) -> dict[str, Any]:
+    """What the page shows and offers, read from the DOM."""
+    return d.execute_script("""
+        const keys = (sel) => Array.from(document.querySelectorAll(sel)).map((e) => e.getAttribute('data-key'));
+        return {
+          rank_columns: keys('#rank-table thead th'),
+          pareto_x: Array.from(document.querySelectorAll('#px option')).map((o) => o.value),
+          pareto_y: Array.from(document.querySelectorAll('#py option')).map((o) => o.value),
+          corr_shown: keys('#corr-grid thead th[data-key]'),
+          corr_extra: Array.from(document.querySelectorAll('#corr-picker input')).map((i) => i.value),
+          td_columns: keys('#td-table thead th'),
+          coverage_rows: document.querySelectorAll('#coverage-table tbody tr').length,
+          coverage_stages: Array.from(document.querySelectorAll('#coverage-table thead th')).map((t) => t.textContent),
+          curves: Array.from(document.querySelectorAll('#curve-toggles label')).map((l) => l.getAttribute('data-teacher')),
+        };""")
+
+
+LABEL_OVERLAPS = """
+    const px = document.getElementById('px'), py = document.getElementById('py');
+    const opts = Array.from(px.options).map((o) => o.value), pairs = arguments[0], bad = [];
+    let checked = 0;
+    for (const [i, j] of pairs) {
+      if (i >= opts.length || j >= opts.length) continue;
+      px.value = opts[i]; px.dispatchEvent(new Event('change'));
+      py.value = opts[j]; py.dispatchEvent(new Event('change'));
+      const svg = document.querySelector('#pareto-plot svg');
+      if (!svg) continue;
+      const frame = svg.getBoundingClientRect();
+      const boxes = Array.from(svg.querySelectorAll('text.plabel')).map((t) => [t.textContent, t.getBoundingClientRect()]);
+      checked += 1;
+      boxes.forEach(([name, b], k) => {
+        if (b.left < frame.left - 0.5 || b.right > frame.right + 0.5 || b.top < frame.top - 0.5 || b.bottom > frame.bottom + 0.5)
+          bad.push(opts[i] + ' x ' + opts[j] + ': ' + name + ' clipped');
+        boxes.slice(k + 1).forEach(([other, c]) => {
+          const w = Math.min(b.right, c.right) - Math.max(b.left, c.left), h = Math.min(b.bottom, c.bottom) - Math.max(b.top, c.top);
+          if (w > 0.5 && h > 0.5) bad.push(opts[i] + ' x ' + opts[j] + ': ' + name + ' overlaps ' + other);
+        });
+      });
+    }
+    return {checked, bad};"""
+
+
+def _hover_tip(d: Any, element: Any) -> dict[str, Any]:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(d).move_to_element(element).perform()
+    return d.execute_script("""
+        const t = document.getElementById('tip'), r = t.getBoundingClientRect();
+        return {shown: getComputedStyle(t).display !== 'none', left: r.left, right: r.right, top: r.top,
+                bottom: r.bottom, vw: document.documentElement.clientWidth, vh: document.documentElement.clientHeight,
+                text: t.textContent};""")
+
+
+def _inside(tip: dict[str, Any]) -> bool:
+    return bool(tip["shown"]) and tip["left"] >= 0 and tip["top"] >= 0 and tip["right"] <= tip["vw"] and tip["bottom"] <= tip["vh"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_page_renders_tables_plots_and_panels(driver: Any, pages: dict[str, str], kind: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    _open(d, pages[kind])
+    data = _data(d)
+    assert data["meta"]["live"] is (kind == "live")
+    n_teachers = len(data["teachers"])
+    assert len(d.find_elements(By.CSS_SELECTOR, "#rank-table tbody tr")) == n_teachers == 6
+    offers = _offers(d)
+    assert offers["rank_columns"][0] == "teacher" and {"accuracy", "fotu", "token_len_median"} <= set(offers["rank_columns"])
+    # the paper's metrics are shown first, the others can be added; no metric without a value
+    corr = data["correlations"]
+    assert offers["corr_shown"] == corr["default"] and "fotu" in corr["default"]
+    assert set(offers["corr_extra"]) == set(corr["metrics"]) - set(corr["default"])
+    assert "n_dimensions" not in corr["metrics"]
+    for m in corr["metrics"]:
+        i = corr["metrics"].index(m)
+        assert any(v is not None for v in (t.get(m) for t in data["teachers"])), m
+        if m in corr["constant"]:
+            assert corr["rho"][i][i] is None
+    constant_shown = [m for m in corr["default"] if m in corr["constant"]]
+    assert constant_shown  # the demo's regression rate is 0 for every teacher
+    diag = d.execute_script("""
+        const rows = Array.from(document.querySelectorAll('#corr-grid tbody tr'));
+        return rows.map((r, i) => r.children[i + 1].textContent);""")
+    for m, cell in zip(offers["corr_shown"], diag, strict=True):
+        assert cell == ("const" if m in corr["constant"] else "1.00"), (m, cell)
+    if offers["corr_extra"]:
+        d.execute_script("document.querySelector('#corr-picker details').open = true;"
+                         "document.querySelector('#corr-picker input').click()")
+        assert len(_offers(d)["corr_shown"]) == len(corr["default"]) + 1
+
+    # the five figures, the curves with their bands
+    imgs = d.find_elements(By.CSS_SELECTOR, "#figs img")
+    assert {i.get_attribute("data-name") for i in imgs} == {
+        "pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png"}
+    assert all(d.execute_script("return arguments[0].naturalWidth", i) > 100 for i in imgs)
+    assert len(d.find_elements(By.CSS_SELECTOR, "#curve-plot svg polyline")) == len(data["curves"]) == 5
+
+    # one number format per column of the rank and teacher x dataset tables
+    decimals = d.execute_script("""
+        const out = {};
+        for (const id of ['rank-table', 'td-table']) {
+          const t = document.getElementById(id), heads = Array.from(t.querySelectorAll('thead th'));
+          heads.forEach((h, c) => {
+            const ds = new Set();
+            t.querySelectorAll('tbody tr').forEach((r) => {
+              const node = r.children[c].firstChild, s = node && node.nodeType === 3 ? node.nodeValue : '';
+              if (/^-?[0-9]+([.][0-9]+)?$/.test(s)) ds.add(s.includes('.') ? s.split('.')[1].length : 0);
+            });
+            out[id + ':' + h.getAttribute('data-key')] = Array.from(ds);
+          });
+        }
+        return out;""")
+    assert all(len(v) <= 1 for v in decimals.values()), {k: v for k, v in decimals.items() if len(v) > 1}
+
+    # sorting by a column orders the rows by rank
+    d.execute_script("document.querySelector('#rank-table thead th[data-key=\"accuracy\"]').click()")
+    first = d.find_element(By.CSS_SELECTOR, "#rank-table tbody tr td:nth-child(2) .rank")
+    assert first.text == "1"
+
+    # coverage panel: one row per teacher x dataset, the command of what was not run
+    assert offers["coverage_rows"] == len({(r["teacher"], r["dataset"]) for r in data["coverage"]}) == 6
+    assert {"grade", "transfer"} <= set(offers["coverage_stages"])
+    assert "legival" in d.find_element(By.CSS_SELECTOR, "#coverage-missing code").text
+    assert _severe(d) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pareto_labels_never_overlap(driver: Any, pages: dict[str, str], kind: str) -> None:
+    d = driver
+    _open(d, pages[kind])
+    pairs = [(i, j) for i in range(7) for j in range(7) if i != j]
+    res = d.execute_script(LABEL_OVERLAPS, pairs)
+    assert res["checked"] >= 20 and res["bad"] == []
+    # non-negative metrics: no tick below 0; the plot fills its card's width, also after a resize
+    d.execute_script("""const px = document.getElementById('px'), py = document.getElementById('py');
+        px.value = 'token_len_median'; px.dispatchEvent(new Event('change'));
+        py.value = 'fotu'; py.dispatchEvent(new Event('change'));""")
+    ticks = d.execute_script("return Array.from(document.querySelectorAll('#pareto-plot svg text:not(.plabel)'))"
+                             ".map((t) => t.textContent).filter((s) => /^-?[0-9.]+$/.test(s)).map(Number)")
+    assert ticks and min(ticks) == 0
+    for width in (1280, 900):
+        d.set_window_size(width, 900)
+        d.execute_script("return new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        fill = d.execute_script("const h = document.getElementById('pareto-plot'), s = h.querySelector('svg');"
+                                "return [s.getBoundingClientRect().width, h.clientWidth]")
+        assert abs(fill[0] - fill[1]) <= 2, (width, fill)
+        assert d.execute_script(LABEL_OVERLAPS, [(0, 5)])["bad"] == []
+    assert _severe(d) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_layout_tooltips_and_sample_sizes(driver: Any, pages: dict[str, str], kind: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    _open(d, pages[kind])
+    # the rank table scrolls sideways under a sticky teacher column
+    d.execute_script("document.getElementById('ranks').scrollIntoView()")
+    geo = d.execute_script("""
+        const box = document.querySelector('#ranks .scroll'); box.scrollLeft = box.scrollWidth;
+        const cell = document.querySelector('#rank-table tbody td');
+        return [box.scrollWidth > box.clientWidth, cell.getBoundingClientRect().left - box.getBoundingClientRect().left,
+                getComputedStyle(cell).position];""")
+    assert geo[0] and abs(geo[1]) <= 2 and geo[2] == "sticky"
+    # a tooltip at the right edge stays inside the viewport
+    last = d.find_elements(By.CSS_SELECTOR, "#rank-table tbody tr:first-child td")
+    ci_cell = next(td for td in reversed(last) if td.find_elements(By.CSS_SELECTOR, ".rank"))
+    d.execute_script("arguments[0].scrollIntoView({inline: 'end', block: 'center'})", ci_cell)
+    tip = _hover_tip(d, ci_cell)
+    assert _inside(tip) and "rank" in tip["text"], tip
+    # the rightmost Pareto point
+    pts = d.find_elements(By.CSS_SELECTOR, "#pareto-plot circle.pt")
+    right = max(pts, key=lambda p: float(p.get_attribute("cx")))
+    d.execute_script("arguments[0].scrollIntoView({block: 'end'})", right)
+    tip = _hover_tip(d, right)
+    assert _inside(tip) and right.get_attribute("data-teacher") in tip["text"], tip
+
+    # n per cell; values resting on fewer than 10 traces are flagged, with a tooltip saying so
+    data = _data(d)
+    low = [r for r in data["coverage"] if r["status"] == "computed" and r["n"] < data["meta"]["min_n"]]
+    assert any(r["metric"] == "fotu" for r in low)  # FOTU rests on 2 (trace, student) pairs per teacher
+    td_n = d.find_elements(By.CSS_SELECTOR, "#td-table tbody .n")
+    assert td_n and any("low" in (s.get_attribute("class") or "") for s in td_n)
+    flagged = d.find_element(By.CSS_SELECTOR, "#td-table tbody .n.low")
+    d.execute_script("arguments[0].scrollIntoView({block: 'center', inline: 'center'})", flagged)
+    tip = _hover_tip(d, flagged.find_element(By.XPATH, ".."))
+    assert _inside(tip) and "fewer than 10" in tip["text"], tip
+    assert d.find_elements(By.CSS_SELECTOR, "#rank-table .lown")
+    assert d.find_elements(By.CSS_SELECTOR, "#curve-toggles .n.low")
+
+    # nav links land with the section heading below the sticky nav
+    for target in ("corr", "coverage", "browser"):
+        d.find_element(By.CSS_SELECTOR, f"nav a[href='#{target}']").click()
+        top, nav_bottom = d.execute_script(
+            "return [document.querySelector('#' + arguments[0] + ' h2').getBoundingClientRect().top,"
+            " document.querySelector('nav').getBoundingClientRect().bottom]", target)
+        assert top >= nav_bottom, (target, top, nav_bottom)
+    assert _severe(d) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_trace_view_answer_and_xss(driver: Any, pages: dict[str, str], kind: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d = driver
+    _open(d, pages[kind])
+    # a demo trace (no response text in its file): the extracted answer, its grade and the gold
+    _pick_teacher(d, "gpt-oss-20b")
+    tid, answer = d.execute_script("""
+        const sel = document.getElementById('bt-trace');
+        return [sel.value, document.getElementById('answer-box').textContent];""")
+    assert tid and "extracted answer:" in answer and "(none found)" not in answer
+    assert ("\u2713 correct" in answer or "\u2717 incorrect" in answer) and "grader gsm8k@" in answer
+    assert "gold answer:" in answer
+    assert d.find_elements(By.CSS_SELECTOR, "#trace-view .steps li")
+    # a trace with rollouts: the students' answers per depth
+    d.execute_script("""const s = document.getElementById('bt-trace');
+        s.value = Array.from(s.options).find((o) => o.textContent.includes('rollouts')).value;
+        s.dispatchEvent(new Event('change'));""")
+    WebDriverWait(d, 20).until(lambda x: "k = 0" in x.find_element(By.ID, "trace-view").text)
+
+    d.execute_script("return window.legivalShowTrace('xss-trace')")
+    WebDriverWait(d, 20).until(lambda x: "xss-trace" in x.find_element(By.ID, "trace-view").text)
+    view = d.find_element(By.ID, "trace-view")
+    text = view.text
+    assert "<script>window.__xss=1</script>" in text
+    assert 'onerror="window.__xss=2"' in text
+    assert "</script><!-- the answer is 4." in text
+    assert "<script>window.__xss=3</script>" in text  # the question
+    assert '<img src=x onerror="window.__xss=4">' in text  # the response
+    assert '<svg onload="window.__xss=5">' in text  # a student's answer at a prefix
+    assert "grade:" in text and "gold answer:" in text
+    assert len(view.find_elements(By.CSS_SELECTOR, ".steps li")) == 3
+    assert not view.find_elements(By.TAG_NAME, "img") and not view.find_elements(By.TAG_NAME, "script")
+    assert not view.find_elements(By.TAG_NAME, "svg")
+    assert d.execute_script("return typeof window.__xss") == "undefined"
+    assert _severe(d) == []
+
+    if kind == "static":
+        _pick_teacher(d, "gpt-oss-20b")
+        _screenshots(d)
+
+
+def _pick_teacher(d: Any, teacher: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d.execute_script("const s = document.getElementById('bt-teacher'); s.value = arguments[0];"
+                     "s.dispatchEvent(new Event('change'));", teacher)
+    WebDriverWait(d, 20).until(lambda x: teacher + " \u00b7" in x.find_element(By.ID, "trace-view").text
+                               and x.find_elements(By.ID, "answer-box"))
+
+
+def _screenshots(d: Any) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    d.set_window_size(1400, 1000)
+    for name, section in (("dashboard_top", None), ("dashboard_plots", "pareto"), ("dashboard_correlations", "corr"),
+                          ("dashboard_coverage", "td"), ("dashboard_trace_browser", "browser")):
+        d.execute_script("arguments[0] ? document.getElementById(arguments[0]).scrollIntoView() : window.scrollTo(0, 0)",
+                         section)
+        d.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+    assert (ARTIFACTS / "dashboard_top.png").stat().st_size > 10_000
+
+
+def test_static_and_live_pages_offer_the_same(driver: Any, pages: dict[str, str]) -> None:
+    seen = {}
+    for kind in KINDS:
+        _open(driver, pages[kind])
+        seen[kind] = _offers(driver)
+        assert _severe(driver) == []
+    assert seen["static"] == seen["live"]
+    assert seen["static"]["pareto_x"] == seen["static"]["pareto_y"] and len(seen["static"]["pareto_x"]) >= 7
+
+
+def test_pareto_png_names_do_not_overlap(pages: dict[str, str]) -> None:
+    """pareto.png places the names by the page's rule: no two overlap, none leaves its axes, no axis
+    of a non-negative metric goes below 0; the rule itself separates even coincident points."""
+    from legival_core.reports.compute.build import compute_report
+    from legival_core.reports.compute.pareto import place_labels
+    from legival_core.reports.render.plots import pareto_figure
+
+    boxes = [b for b, _ in place_labels([(100.0, 100.0)] * 6, [(90.0, 12.0)] * 6, (0, 0, 400, 300))]
+    assert all(not _overlaps(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    with Store(pages["db"], read_only=True) as store:
+        data = compute_report(store, ReportConfig(resamples=0))
+    fig = pareto_figure(data)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        names = [t for t in ax.texts if t.get_text() in set(data.teacher_metrics["teacher"].to_list())]
+        assert len(names) >= 4
+        ext = [t.get_window_extent(renderer) for t in names]
+        box = ax.bbox
+        for i, e in enumerate(ext):
+            assert e.x0 >= box.x0 - 1 and e.x1 <= box.x1 + 1 and e.y0 >= box.y0 - 1 and e.y1 <= box.y1 + 1
+            assert all(not _overlaps((e.x0, e.y0, e.x1, e.y1), (f.x0, f.y0, f.x1, f.y1)) for f in ext[i + 1:])
+        assert ax.get_xlim()[0] >= 0 and ax.get_ylim()[0] >= 0
+
+
+def _overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
