@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from legival_core.transfer.planner import StudentConfig
+from legival_core.transfer.rollout_plan import StudentConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -184,7 +184,7 @@ def build_store(path: Path, shape: ScaleShape, progress: Any = None) -> Counts:
     """Fill a new store at `path` (which must not exist)."""
     from legival_core.spec import Efficiency
     from legival_core.store import Store
-    from legival_core.transfer.planner import PROMPT_VERSION
+    from legival_core.transfer.rollout_plan import PROMPT_VERSION
     from legival_core.types import canonical_json
 
     if path.exists():

@@ -17,7 +17,7 @@ from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.datasets.base import get_dataset
 from legival_core.segment import segment
 from legival_core.spec import student_config
-from legival_core.transfer.planner import plan_trace, student_messages
+from legival_core.transfer.rollout_plan import plan_trace, student_messages
 from legival_core.types import Steps
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "reasoning_traces" / "gsm8k"

@@ -77,7 +77,7 @@ def _todays_path() -> Any:
 
 
 def _run(db: Path, cfg: Any) -> tuple[float, float, Any, Any]:
-    from legival_core.reports.compute.tables import trace_table
+    from legival_core.reports.compute.trace_table import trace_table
     from legival_core.stages.efficiency import compute_efficiency
     from legival_core.store import Store
 

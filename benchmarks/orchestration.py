@@ -73,7 +73,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
             compute_quality(store, s.quality.metrics)
         lap("quality")
         build_reports(store, out, ReportConfig.from_spec(s))
-        lap("aggregate")
+        lap("report")
     totals["stage_s"] = laps.seconds
     return totals
 

@@ -137,7 +137,7 @@ class SyntheticRollouts:
     shaped like `rollout_chunk`'s, until `budget` rows were produced.
 
     `ready_sets` False: chunks are handed over one at a time (the in-process executor; one transaction
-    per chunk). True: as the Ray engine pool hands them over (`tasks.engines.RayExecutor.run`): an
+    per chunk). True: as the Ray engine pool hands them over (`tasks.ray_pool.RayExecutor.run`): an
     engine process builds the chunks as fast as it can (and ships them back pickled, as Ray does)
     while the driver blocks for the first finished chunk, then takes every other finished one
     (`ray.wait(num_returns=1)`, then `timeout=0`) and yields them together, so `run_stage` commits them

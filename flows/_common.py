@@ -36,7 +36,7 @@ def driver_session(db: str | None = None, execution: Execution | None = None) ->
     from legival_core.stages.isolation import Isolation, current, isolation
     from tasks._driver import close_stores
     from tasks.cancel_watch import cancel_from_api
-    from tasks.engines import shutdown_pools
+    from tasks.ray_pool import shutdown_pools
 
     cur = current()
     settings = Isolation(unit_timeout_s=execution.unit_timeout_s if execution is not None else cur.unit_timeout_s,

@@ -13,9 +13,8 @@ from flows.transfer import transfer
 from legival_core.laps import Laps
 from legival_core.reports.compute.data import ReportConfig
 from legival_core.runs.record import RunInfo, spec_hash
-from tasks.monitor import flow_run_link, monitor_benchmark, run_name
+from tasks.prefect_ui import benchmark_progress, flow_run_link, run_name
 from tasks.stages import (
-    aggregate_task,
     efficiency_task,
     generate_task,
     grade_task,
@@ -25,6 +24,7 @@ from tasks.stages import (
     plan_task,
     plan_vs_actual,
     quality_task,
+    report_task,
     rewards_task,
 )
 
@@ -35,12 +35,12 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     """The full DAG: ingest (trace-file teachers) or generate (teachers with `generate:`) -> grade
     (what the current graders have not graded) -> efficiency -> plan (`legival plan` on the store: an
     artifact, and `plan_vs_actual` in the summary) -> transfer (subflow, one task per shard) -> judge ->
-    quality -> rewards -> monitor (these two only when enabled) -> aggregate, which stores the run
+    quality -> rewards -> monitor (these two only when enabled) -> report, which stores the run
     record (`legival runs`) and compares it with the previous run (diff.csv, `changes-<spec>` artifact). When this
     run stored new traces, the student engines start (Ray, actors, model loads) while efficiency
     runs. Stage tasks are called directly (a subflow per stage costs ~1 s of bookkeeping each,
     which a fully cached rerun would feel). The run carries the spec and teacher tags, an overall
-    progress artifact and, at the end, the rank table (`tasks.monitor`).
+    progress artifact and, at the end, the rank table (`tasks.prefect_ui`).
 
     `teachers` restricts ingest/generate and transfer to those teachers (the per-teacher
     deployments); the other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
@@ -52,7 +52,7 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     laps = Laps()
     chosen = selected_teachers(s, teachers)
 
-    with driver_session(dbp, s.execution), monitor_benchmark(s, [t.name for t in chosen], laps) as mon:
+    with driver_session(dbp, s.execution), benchmark_progress(s, [t.name for t in chosen], laps) as mon:
         lap = mon.lap
         for t in chosen:  # a missing problems file fails the run before any model loads
             if t.generate is not None:
@@ -92,11 +92,11 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         flow_run_id, ui_url = flow_run_link()
         record = RunInfo(s.name, spec_hash(s), started, spec_path=str(spec), flow_run_id=flow_run_id, ui_url=ui_url,
                          teachers=tuple(teachers) if teachers else None, counts=dict(summary))
-        ag = asdict(aggregate_task(dbp, outp, ReportConfig.from_spec(s), record))
+        ag = asdict(report_task(dbp, outp, ReportConfig.from_spec(s), record))
         summary["report_files"] = len(ag["files"])
         summary["dashboard"] = ag["dashboard"]
         summary["run_id"], summary["run_seq"], summary["changes"] = ag["run_id"], ag["run_seq"], ag["changes"]
-        lap("aggregate")
+        lap("report")
         mon.finish(summary)
     laps.lap("shutdown")
     summary["stage_s"] = laps.seconds

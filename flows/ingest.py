@@ -6,7 +6,7 @@ from typing import Any
 from prefect import flow
 
 from flows._common import driver_session, load_run, selected_teachers
-from tasks.monitor import run_name, tagged
+from tasks.prefect_ui import run_name, tagged
 from tasks.stages import ingest_teacher_task
 
 

@@ -6,8 +6,8 @@ from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows._common import driver_session, load_run, selected_teachers
-from tasks.engines import loaded_engines, release_pool, shutdown_pools
-from tasks.monitor import run_name, tagged
+from tasks.prefect_ui import run_name, tagged
+from tasks.ray_pool import loaded_engines, release_pool, shutdown_pools
 from tasks.transfer import student_work_key, transfer_shard_task
 
 

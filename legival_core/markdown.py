@@ -4,7 +4,7 @@ A teacher, dataset or student name comes from the traces: in a table cell it mus
 table (a `|` ends the cell, a newline the row) nor inject markup (a link, an image, emphasis, HTML).
 `cell` makes any value plain text of one cell: newlines and other control characters become spaces,
 markdown's inline punctuation is backslash-escaped (`\\|` stays in its cell), `<`, `>` and `&` become
-HTML entities. The Prefect artifacts (`diff.diff_markdown`, `tasks.monitor.rank_table`) write every
+HTML entities. The Prefect artifacts (`diff.diff_markdown`, `tasks.prefect_ui.rank_table`) write every
 cell through it; `row` joins cells into one table line.
 """
 

@@ -26,12 +26,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
-Kind = Literal["dataset", "grader", "metric", "backend", "judge", "stage"]
+Kind = Literal["dataset", "grader", "metric", "quality", "backend", "judge", "stage"]
 KINDS: tuple[str, ...] = get_args(Kind)
 
 BUILTIN_PACKAGES: tuple[str, ...] = (
     "legival_core.datasets",
     "legival_core.metrics",
+    "legival_core.quality.groups",
     "legival_core.backends",
     "legival_core.judges",
     "legival_core.stages",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.engines import is_transient
+from legival_core.llm.errors import LENIENT_STATUSES
+from tasks.ray_pool import is_transient
 
 
 def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
@@ -16,8 +17,8 @@ def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
 
 
 def is_transient_generation(e: BaseException) -> bool:
-    """Also a teacher endpoint that drops the connection or answers 408/409/429/5xx (after the
-    engine's own retries)."""
+    """Also a teacher endpoint that drops the connection or answers a status the model-server policy
+    retries (`llm.errors.LENIENT_STATUSES`: 408/409/429/5xx), after the engine's own retries."""
     if is_transient(e):
         return True
     try:
@@ -26,8 +27,7 @@ def is_transient_generation(e: BaseException) -> bool:
         return False
     if isinstance(e, httpx.TransportError):
         return True
-    return isinstance(e, httpx.HTTPStatusError) and (
-        e.response.status_code >= 500 or e.response.status_code in (408, 409, 429))
+    return isinstance(e, httpx.HTTPStatusError) and LENIENT_STATUSES.retryable(e.response.status_code)
 
 
 def retry_generation(task: Any, task_run: Any, state: Any) -> bool:

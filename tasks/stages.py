@@ -6,7 +6,7 @@ CLI commands run), computing only what the store lacks. Task runs are named afte
 what it runs (`ingest <teacher>`, `judge lexical`, `quality clarity,cohesion,z3`, `rewards <models>`,
 `monitor <supervisor>`, `report`), and each logs its counts with the run logger. On a Ray cluster (or
 with the section's `num_gpus` set) the efficiency, rewards and monitor stages run their `Work` on
-Ray actors (`tasks.engines.RayExecutor`); else in this process.
+Ray actors (`tasks.ray_pool.RayExecutor`); else in this process.
 `cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
 includes the flow-run id and would only add bookkeeping.
 """
@@ -34,7 +34,7 @@ from legival_core.spec import (
 )
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
-from tasks.monitor import publish_changes, publish_plan, run_logger
+from tasks.prefect_ui import publish_changes, publish_plan, run_logger
 from tasks.progress import BOARD
 
 
@@ -202,7 +202,7 @@ def ray_executor(execution: Execution | None, num_gpus: float | None) -> Any:
     uses a Ray cluster or `num_gpus` is set; None (this process) otherwise."""
     if execution is None or (execution.ray_address == "local" and not num_gpus):
         return None
-    from tasks.engines import RayExecutor
+    from tasks.ray_pool import RayExecutor
 
     gpus = execution.gpus_per_engine if num_gpus is None else num_gpus
     return RayExecutor(execution.model_copy(update={"gpus_per_engine": gpus}))
@@ -211,7 +211,7 @@ def ray_executor(execution: Execution | None, num_gpus: float | None) -> Any:
 def _release(executor: Any, key: str) -> None:
     """A stage done with its model on Ray: its engines go (their GPUs serve the next model)."""
     if executor is not None:
-        from tasks.engines import release_pool
+        from tasks.ray_pool import release_pool
 
         release_pool(key)
 
@@ -292,7 +292,7 @@ def plan_vs_actual(planned: dict[str, Any], transfer: dict[str, Any]) -> dict[st
 
 
 @dataclass(slots=True)
-class AggregateResult:
+class ReportTaskResult:
     out: str
     files: list[str]
     dashboard: str | None
@@ -304,7 +304,7 @@ class AggregateResult:
 
 
 @task(name="report", cache_policy=NO_CACHE, task_run_name="report")
-def aggregate_task(db: str, out: str, config: Any, record: Any = None) -> AggregateResult:
+def report_task(db: str, out: str, config: Any, record: Any = None) -> ReportTaskResult:
     """The report stage: tables, Pareto frontier, correlations, dashboard, from the store alone.
     `config` is a `legival_core.reports.compute.data.ReportConfig`; `record` a `legival_core.runs.record.RunInfo`
     (a benchmark run: its run record is stored, and what changed since the last run is published)."""
@@ -316,7 +316,7 @@ def aggregate_task(db: str, out: str, config: Any, record: Any = None) -> Aggreg
     files = sorted(result.files)
     dash = Path(out) / "index.html"
     run_logger().info("report: %s (%d files); dashboard: %s", out, len(files), dash if dash.is_file() else "(not built)")
-    agg = AggregateResult(str(out), files, str(dash) if dash.is_file() else None)
+    agg = ReportTaskResult(str(out), files, str(dash) if dash.is_file() else None)
     ch = result.report.changes if result.report is not None else None
     if result.recorded is not None and ch is not None:
         agg.run_id, agg.run_seq, agg.changes = result.recorded.run_id, result.recorded.seq, headline(ch)

@@ -39,12 +39,12 @@ from legival_core.stages.transfer import (
     shard_chunk,
 )
 from legival_core.store import Store
-from legival_core.transfer.planner import StudentConfig
+from legival_core.transfer.rollout_plan import StudentConfig
 from tasks._driver import locked_store
 from tasks._retry import retry_transient
-from tasks.engines import RayExecutor
-from tasks.monitor import run_logger
+from tasks.prefect_ui import run_logger
 from tasks.progress import BOARD
+from tasks.ray_pool import RayExecutor
 
 
 @dataclass(slots=True)
@@ -96,10 +96,6 @@ class ShardStage:
         return self.inner.name
 
     @property
-    def needs(self) -> tuple[str, ...]:
-        return self.inner.needs
-
-    @property
     def requires(self) -> tuple[Any, ...]:
         return self.inner.requires
 
@@ -123,7 +119,7 @@ def student_work_key(config: StudentConfig) -> str:
 
 
 def prewarm(configs: list[StudentConfig], execution: Execution) -> None:
-    """Start the first student's engines in the background (see `tasks.engines.EnginePool.prewarm`):
+    """Start the first student's engines in the background (see `tasks.ray_pool.EnginePool.prewarm`):
     students take turns on the engines (`flows.transfer`), so only the first one can load now."""
     if configs:
         RayExecutor(execution).prewarm(TransferStage(configs[0], traces_per_chunk=execution.traces_per_chunk).work())

@@ -112,10 +112,10 @@ def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:
 
 
 def _engine(backend: str, model: str | None, cfg: Any, options: dict[str, Any], base_url: str | None) -> Any:
-    from legival_core.generation.engines import make_teacher_engine
+    from legival_core.generation.engines import chat_teacher, make_teacher_engine
 
     try:
-        return make_teacher_engine(backend, model if backend != "openai" else (model or cfg.model),
-                                   cfg.chat_template_kwargs, cfg.tokenizer, options, base_url)
+        served = model or cfg.model if chat_teacher(backend) else model  # a chat endpoint serves a model id
+        return make_teacher_engine(backend, served, cfg.chat_template_kwargs, cfg.tokenizer, options, base_url)
     except ValueError as e:
         fail(str(e))

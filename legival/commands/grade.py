@@ -39,8 +39,8 @@ def grade(
     if missing:
         fail(f"give FILE --dataset D --out OUT (missing {', '.join(missing)}), or --db DB")
     assert file is not None and dataset is not None and out is not None
+    from legival_core.datasets.batch_grade import BatchGradeError, grade_jsonl
     from legival_core.registry import UnknownName
-    from legival_core.stages.batch_grade import BatchGradeError, grade_jsonl
 
     if role not in ("teacher", "student"):
         fail(f"--role must be 'teacher' or 'student', not {role!r}")

@@ -49,8 +49,9 @@ def judge(
 
     Exits 2 with the cause on stderr when every call failed (an unreachable endpoint stops after its
     first traces; the others are not sent and stay to do); some failures: a warning, exit 0."""
-    from legival_core.judges import CostLimitExceeded, JudgeError, Prices, judge_info
+    from legival_core.judges import JudgeError, judge_info
     from legival_core.judges.factory import batch_judges
+    from legival_core.llm.cost import CostLimitExceeded, Prices
     from legival_core.registry import UnknownName, canonical_name
     from legival_core.stages.judge import run_judge
 

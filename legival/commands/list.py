@@ -1,4 +1,5 @@
-"""`legival list [KIND]`: what the registry holds (datasets, graders, metrics, backends, judges, stages)."""
+"""`legival list [KIND]`: what the registry holds (datasets, graders, metrics, quality groups, backends,
+judges, stages)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import typer
 from legival.app import app
 from legival.console import emit_summary, fail, out_console
 
-_PLURAL = {"datasets": "dataset", "graders": "grader", "metrics": "metric", "backends": "backend",
-           "judges": "judge", "stages": "stage"}
+_PLURAL = {"datasets": "dataset", "graders": "grader", "metrics": "metric", "quality": "quality",
+           "backends": "backend", "judges": "judge", "stages": "stage"}
+_LABEL = {"quality": "quality groups"}
+"""How a kind is headed and keyed in the summary (default: the kind + "s")."""
 
 
 @app.command("list")
 def list_registry(
-    kind: Annotated[str | None, typer.Argument(help="datasets | graders | metrics | backends | judges | stages "
+    kind: Annotated[str | None, typer.Argument(help="datasets | graders | metrics | quality | backends | judges | stages "
                                                     "(default: all)")] = None,
 ) -> None:
     """Print every registered entry with its one-line description (metrics: unit and direction)."""
@@ -29,7 +32,7 @@ def list_registry(
     for k in kinds:
         rows = [_row(k, e) for e in entries(k)]  # type: ignore[arg-type]
         _print(k, rows)
-        summary[k + "s"] = [r["name"] for r in rows]
+        summary[_LABEL.get(k, k + "s").replace(" ", "_")] = [r["name"] for r in rows]
     emit_summary(summary)
 
 
@@ -43,6 +46,9 @@ def _row(kind: str, e: Any) -> dict[str, str]:
         row["dtypes"] = ", ".join(getattr(meta, "dtypes", ()) or ())
     elif kind == "stage":
         row["command"] = getattr(meta, "command", "")
+    elif kind == "quality":
+        row["metrics"] = ", ".join(e.obj.metric_names)
+        row["datasets"] = ", ".join(e.obj.datasets) if e.obj.datasets else "every dataset"
     if e.aliases:
         row["aliases"] = ", ".join(e.aliases)
     return row
@@ -50,13 +56,13 @@ def _row(kind: str, e: Any) -> dict[str, str]:
 
 def _print(kind: str, rows: list[dict[str, str]]) -> None:
     """One line per entry, aligned columns: readable in any terminal width and in a pipe."""
-    out_console.print(f"{kind}s ({len(rows)})", markup=False, highlight=False)
+    out_console.print(f"{_LABEL.get(kind, kind + 's')} ({len(rows)})", markup=False, highlight=False)
     keys = [k for k in ("name", "unit", "direction", "dtypes", "command") if any(k in r for r in rows)]
     width = {k: max((len(r.get(k, "")) for r in rows), default=0) for k in keys}
     for r in rows:
         head = "  ".join(r.get(k, "").ljust(width[k]) for k in keys)
         tail = r["description"]
-        extra = [f"{k} {r[k]}" for k in ("section", "stage", "aliases") if r.get(k)]
+        extra = [f"{k} {r[k]}" for k in ("section", "stage", "metrics", "datasets", "aliases") if r.get(k)]
         if extra:
             tail += f" ({'; '.join(extra)})"
         out_console.print(f"  {head}  {tail}", markup=False, highlight=False, soft_wrap=True)

@@ -9,7 +9,7 @@ import typer
 
 from legival.app import DbOption, app, fail, open_store
 from legival.console import emit_summary, progress_bar
-from legival_core.stages.quality_computers import QualityConfig
+from legival_core.quality.group import QualityConfig
 
 DEFAULTS = QualityConfig()
 """The quality stage's defaults (one source: the CLI only overrides them)."""
@@ -19,8 +19,8 @@ DEFAULTS = QualityConfig()
 def quality(
     db: DbOption,
     metrics: Annotated[str | None, typer.Option(
-        help="Comma-separated groups or metric names: clarity, cohesion, coherence_momentum, cross_encoder, nli, "
-             "alignscore, factcc, perplexity, bertscore, bleurt, z3 (default: all).")] = None,
+        help="Comma-separated quality groups or metric names (default: all; `legival list quality` lists "
+             "them).")] = None,
     embed_model: Annotated[str, typer.Option(help="Sentence-embedding model for cohesion.")] = DEFAULTS.embed_model,
     nli_model: Annotated[str | None, typer.Option(help="MNLI model id or local directory.")] = None,
     ppl_model: Annotated[str | None, typer.Option(
@@ -30,7 +30,7 @@ def quality(
     lack them; metrics whose model is not installed are stored as 'unavailable'."""
     from dataclasses import replace
 
-    from legival_core.metrics.quality import resolve_groups
+    from legival_core.quality.group import resolve_groups
     from legival_core.stages.quality import compute_quality
 
     names = [m for m in (metrics or "").split(",") if m.strip()]

@@ -3,7 +3,8 @@
 A backend takes a batch of fully rendered prompts and returns completions with the token accounting
 the transfer benchmark needs: how many prompt tokens were actually prefilled versus served from a
 prefix cache. Backends register a factory under their name; the factory imports heavy dependencies
-(torch, vllm, httpx) only when called, so `legival_core` imports without them.
+(torch, vllm, transformers) only when called, so `legival_core` imports without them (httpx, a
+dependency, comes with `legival_core.llm`, the HTTP client of the `openai` backend).
 """
 
 from __future__ import annotations
@@ -100,10 +101,14 @@ class TextBackend(Protocol):
 @dataclass(frozen=True, slots=True)
 class BackendInfo:
     """Registry metadata of a backend: the numeric precisions it runs (a student's `dtype` is checked
-    against them when the spec loads) and whether it can serve as a student (continue a prefix)."""
+    against them when the spec loads), whether it can serve as a student (continue a prefix), and
+    whether a teacher on it generates through its server's chat endpoint (`chat_teacher`: the
+    template applied server-side, `generation.engines.ChatEndpointEngine`) rather than through the
+    backend itself."""
 
     dtypes: tuple[str, ...] = ()
     student: bool = True
+    chat_teacher: bool = False
 
 
 BackendFactory = Callable[..., TextBackend]

@@ -9,6 +9,10 @@ top_p, its seed; top_k as the vLLM/SGLang extra when set); token counts come fro
 reports it (vLLM: `--enable-prompt-tokens-details`), else 0. A request's `repetition_penalty` other
 than 1.0 is sent as the vLLM/SGLang extra parameter of that name (plain OpenAI servers reject it).
 
+Requests go through `llm.transport.OpenAIEndpoint` (statuses classified leniently,
+`llm.errors.LENIENT_STATUSES`) and `llm.retry.call_with_retries` (doubling backoff with jitter; a
+Retry-After is not read).
+
 Stop rules are applied after the fact, like the vLLM backend: the continuation is cut at the first
 token boundary where the rule holds. With `vllm_extensions=True` the server returns the generated
 token ids (`return_token_ids`) and the cut is exact; otherwise the text is re-tokenized locally.
@@ -17,9 +21,7 @@ token ids (`return_token_ids`) and the cut is exact; otherwise the text is re-to
 from __future__ import annotations
 
 import os
-import random
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,9 +34,10 @@ from legival_core.backends.vllm_backend import (
     sampling_fields,
     submission_order,
 )
+from legival_core.llm.errors import LENIENT_STATUSES, LLMError, PermanentError
+from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, doubling
+from legival_core.llm.transport import COMPLETIONS_PATH, MODELS_PATH, OpenAIEndpoint
 from legival_core.registry import register
-
-RETRY_STATUS = frozenset({408, 409, 429})
 
 
 class OpenAIBackendError(RuntimeError):
@@ -58,16 +61,15 @@ class OpenAICompatBackend:
         seed: int | None = 0,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        import httpx
         from transformers import AutoTokenizer
 
         if tokenizer_dir is None:
             from legival_core.backends.smollm2 import smollm2_safetensors_dir
 
             tokenizer_dir = smollm2_safetensors_dir()
-        self.base_url = base_url.rstrip("/")
-        if not self.base_url.endswith("/v1"):
-            self.base_url += "/v1"
+        self._api = OpenAIEndpoint(base_url, api_key=os.environ.get(api_key_env) or None, timeout_s=timeout_s,
+                                   statuses=LENIENT_STATUSES)
+        self.base_url = self._api.api_url
         self.model = model
         self.model_id: str = model_id or model
         self.concurrency = max(1, concurrency)
@@ -76,12 +78,7 @@ class OpenAICompatBackend:
         self.vllm_extensions = vllm_extensions
         self.seed = seed
         self.retries = 0
-        headers = {}
-        key = os.environ.get(api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(headers=headers, timeout=timeout_s)
-        self._httpx = httpx
+        self._retry = RetryPolicy(max_retries, doubling(backoff_s, jitter=True))
         self._tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
         self.context_length: int = (
             context_length or self._server_context_length() or self._local_context_length()
@@ -90,7 +87,7 @@ class OpenAICompatBackend:
     def _server_context_length(self) -> int | None:
         """vLLM lists `max_model_len` for each served model under /v1/models."""
         try:
-            data = self._request("GET", "/models").get("data", [])
+            data = self._request("GET", MODELS_PATH).get("data", [])
         except OpenAIBackendError:
             return None
         for entry in data:
@@ -107,24 +104,20 @@ class OpenAICompatBackend:
     def _request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
         """One call with retries (exponential backoff with jitter) on connection errors, timeouts,
         5xx and 408/409/429; other 4xx fail at once with the server's message."""
-        url = self.base_url + path
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self._client.request(method, url, json=payload)
-            except self._httpx.TransportError as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            else:
-                if resp.status_code < 400:
-                    data: dict[str, Any] = resp.json()
-                    return data
-                error = f"HTTP {resp.status_code}: {resp.text[:500]}"
-                if resp.status_code < 500 and resp.status_code not in RETRY_STATUS:
-                    raise OpenAIBackendError(f"{method} {url} -> {error}")
-            if attempt == self.max_retries:
-                raise OpenAIBackendError(f"{method} {url} failed after {attempt + 1} attempts: {error}")
-            self.retries += 1
-            time.sleep(self.backoff_s * 2**attempt * (1 + random.random()))
-        raise AssertionError("unreachable")
+        url = self._api.url(path)
+        try:
+            resp = call_with_retries(lambda: self._api.send(method, path, payload), self._retry,
+                                     on_retry=self._count_retry)
+        except GaveUp as g:
+            what = _what(g.error, self._api.clean)
+            raise OpenAIBackendError(f"{method} {url} failed after {g.retries + 1} attempts: {what}") from None
+        except PermanentError as e:
+            raise OpenAIBackendError(f"{method} {url} -> {_what(e, self._api.clean)}") from None
+        data: dict[str, Any] = resp.json()
+        return data
+
+    def _count_retry(self, kind: RetryKind, n: int, delay: float, error: LLMError) -> None:
+        self.retries += 1
 
     def render_chat(self, messages: Sequence[ChatMessage], continue_final_message: bool) -> str:
         return render_chat_with(self._tokenizer, messages, continue_final_message)
@@ -170,7 +163,7 @@ class OpenAICompatBackend:
             payload["repetition_penalty"] = request.repetition_penalty
         if self.vllm_extensions:
             payload |= {"return_token_ids": True, "add_special_tokens": False, "skip_special_tokens": True}
-        data = self._request("POST", "/completions", payload)
+        data = self._request("POST", COMPLETIONS_PATH, payload)
         choice = data["choices"][0]
         usage = data.get("usage") or {}
         text = str(choice.get("text") or "")
@@ -195,14 +188,23 @@ class OpenAICompatBackend:
         )
 
     def close(self) -> None:
-        self._client.close()
+        self._api.close()
 
 
-@register("backend", "openai", meta=BackendInfo(dtypes=("float32", "bfloat16", "float16", "auto")))
+def _what(error: LLMError, clean: Callable[[str], str]) -> str:
+    """A failed call as this backend words it: `HTTP <status>: <body>` or `<httpx error>: <message>`."""
+    if error.exception is not None:
+        return clean(f"{type(error.exception).__name__}: {error.exception}")
+    return str(error)
+
+
+@register("backend", "openai",
+          meta=BackendInfo(dtypes=("float32", "bfloat16", "float16", "auto"), chat_teacher=True))
 def make_openai_backend(model: str | None = None, dtype: str | None = None, **options: Any) -> OpenAICompatBackend:
     """An OpenAI-compatible /v1/completions server (vLLM serve, ...), prompts rendered with our template.
 
-    `dtype` is the served model's precision: part of the student's identity, not sent anywhere."""
+    `dtype` is the served model's precision: part of the student's identity, not sent anywhere. A
+    teacher on this backend generates through the server's chat endpoint instead (`chat_teacher`)."""
     if model is not None:
         options.setdefault("model", model)
     return OpenAICompatBackend(**options)

@@ -1,6 +1,7 @@
-"""How a teacher model is reached: any `TextBackend` (embedded, vLLM, OpenAI-compatible completions)
-or an OpenAI-compatible chat endpoint, which applies the template server-side and may return the
-thinking section separately as `reasoning_content` (vLLM `--reasoning-parser`).
+"""How a teacher model is reached: any `TextBackend` (embedded, vLLM, a plugin's, ...) or, for a
+backend registered with `BackendInfo(chat_teacher=True)` (`openai`), the server's OpenAI-compatible
+chat endpoint (`llm.transport`), which applies the template server-side and may return the thinking
+section separately as `reasoning_content` (vLLM `--reasoning-parser`).
 
 Both turn chat messages into a `prompt` string that identifies the request exactly (the rendered
 template, or the canonical JSON of what the server renders), which is hashed into the cache key.
@@ -8,15 +9,30 @@ template, or the canonical JSON of what the server renders), which is hashed int
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling, TextBackend
+from legival_core.backends.base import (
+    BackendInfo,
+    ChatMessage,
+    GenerationRequest,
+    Sampling,
+    TextBackend,
+    make_backend,
+)
+from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.vllm_backend import sampling_fields
+from legival_core.llm.errors import LENIENT_STATUSES, LLMError
+from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, doubling
+from legival_core.llm.transport import OpenAIEndpoint, raise_as_httpx
+from legival_core.registry import UnknownName, canonical_name, entry
 from legival_core.types import canonical_json
+
+BASE_URL_ENV = "LEGIVAL_OPENAI_BASE_URL"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,17 +99,17 @@ class BackendEngine:
 
 class ChatEndpointEngine:
     """`POST /v1/chat/completions` on an OpenAI-compatible server: greedy (temperature 0), or a
-    request's sampling (temperature, top_p, seed; top_k as the vLLM/SGLang extra when set)."""
+    request's sampling (temperature, top_p, seed; top_k as the vLLM/SGLang extra when set). A failed
+    call raises httpx's error (`llm.transport.raise_as_httpx`), which the generate task's retry
+    condition reads."""
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  chat_template_kwargs: dict[str, Any] | None = None, concurrency: int = 8,
                  timeout_s: float = 3600.0, transport: Any = None, seed: int | None = 0,
                  max_retries: int = 4, backoff_s: float = 1.0) -> None:
-        import httpx
-
-        self.base_url = base_url.rstrip("/")
-        if not self.base_url.endswith("/v1"):
-            self.base_url += "/v1"
+        self._api = OpenAIEndpoint(base_url, api_key=os.environ.get(api_key_env) or None, timeout_s=timeout_s,
+                                   statuses=LENIENT_STATUSES, transport=transport)
+        self.base_url = self._api.api_url
         self.model = model
         self.kwargs = dict(chat_template_kwargs or {})
         self.concurrency = max(1, concurrency)
@@ -101,11 +117,7 @@ class ChatEndpointEngine:
         self.template_kwargs_applied = True
         self.max_retries, self.backoff_s = max_retries, backoff_s
         self.retries = 0
-        headers = {}
-        key = os.environ.get(api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        self._client = httpx.Client(headers=headers, timeout=timeout_s, transport=transport)
+        self._retry = RetryPolicy(max_retries, doubling(backoff_s))
 
     @property
     def model_id(self) -> str:
@@ -123,8 +135,6 @@ class ChatEndpointEngine:
                                  zip(prompts, samplings, strict=True)))
 
     def _one(self, prompt: str, max_new_tokens: int, sampling: Sampling | None = None) -> RawOutput:
-        import json
-
         spec = json.loads(prompt)
         payload: dict[str, Any] = {
             "model": self.model, "max_tokens": max_new_tokens, "n": 1,
@@ -135,7 +145,7 @@ class ChatEndpointEngine:
         if self.seed is not None:
             payload["seed"] = self.seed
         payload |= sampling_fields(sampling, http=True)  # a sampled request carries its own seed
-        data = self._post("/chat/completions", payload)
+        data = self._post(payload)
         choice = data["choices"][0]
         msg = choice.get("message") or {}
         reasoning = msg.get("reasoning_content", msg.get("reasoning"))
@@ -145,57 +155,58 @@ class ChatEndpointEngine:
                          int(usage.get("completion_tokens", 0)),
                          None if reasoning is None else str(reasoning))
 
-    def _post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Retries (exponential backoff) on transport errors, 408/409/429 and 5xx; other 4xx fail at once."""
-        import time
+        failure: LLMError
+        try:
+            resp = call_with_retries(lambda: self._api.chat(payload), self._retry, on_retry=self._count_retry)
+        except GaveUp as g:
+            failure, retried = g.error, True
+        except LLMError as e:
+            failure, retried = e, False
+        else:
+            data: dict[str, Any] = resp.json()
+            return data
+        raise_as_httpx(failure, retried=retried)  # outside the handler: httpx's error keeps its own context
 
-        import httpx
-
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self._client.post(self.base_url + path, json=payload)
-                if resp.status_code < 400:
-                    data: dict[str, Any] = resp.json()
-                    return data
-                if resp.status_code < 500 and resp.status_code not in (408, 409, 429):
-                    resp.raise_for_status()
-                error: Exception = httpx.HTTPStatusError(resp.text[:300], request=resp.request, response=resp)
-            except httpx.TransportError as e:
-                error = e
-            if attempt == self.max_retries:
-                raise error
-            self.retries += 1
-            time.sleep(self.backoff_s * 2**attempt)
-        raise AssertionError("unreachable")
+    def _count_retry(self, kind: RetryKind, n: int, delay: float, error: LLMError) -> None:
+        self.retries += 1
 
     def close(self) -> None:
-        self._client.close()
+        self._api.close()
+
+
+def chat_teacher(backend: str) -> bool:
+    """Whether a teacher on the registered backend generates through its server's chat endpoint
+    (`BackendInfo.chat_teacher`); False for a name that is not registered."""
+    try:
+        info = entry("backend", canonical_name("backend", backend)).meta
+    except UnknownName:
+        return False
+    return isinstance(info, BackendInfo) and info.chat_teacher
 
 
 def make_teacher_engine(backend: str, model: str | None, chat_template_kwargs: dict[str, Any],
                         tokenizer: str | None, options: dict[str, Any] | None = None,
                         base_url: str | None = None) -> TeacherEngine:
-    """The engine for `backend`: `openai` is the chat endpoint (`ChatEndpointEngine`); any other name
-    is a registered `TextBackend` (embedded, vllm, a plugin backend, ...) built by the
-    uniform factory `make_backend(backend, model, dtype, options)`, with `dtype` taken from `options`
-    (None: the backend's default). Raises ValueError for what the caller must fix. The backend model
-    loads lazily, on first use."""
-    from legival_core.backends.base import make_backend
-    from legival_core.backends.lazy import LazyBackend
-    from legival_core.registry import UnknownName, canonical_name
-
+    """The engine for the registered backend `backend`: one whose `BackendInfo.chat_teacher` is set
+    (`openai`) is its server's chat endpoint (`ChatEndpointEngine`, at `base_url` or
+    LEGIVAL_OPENAI_BASE_URL, serving `model`); any other is a `TextBackend` (embedded, vllm, a plugin
+    backend, ...) built by the uniform factory `make_backend(backend, model, dtype, options)`, with
+    `dtype` taken from `options` (None: the backend's default). Raises ValueError for what the caller
+    must fix. The backend model loads lazily, on first use."""
     options = dict(options or {})
-    if backend == "openai":
-        url = base_url or os.environ.get("LEGIVAL_OPENAI_BASE_URL")
-        if not url:
-            raise ValueError("backend openai needs a base URL (--base-url, `base_url:` or LEGIVAL_OPENAI_BASE_URL)")
-        if not model:
-            raise ValueError("backend openai needs the served model id")
-        return ChatEndpointEngine(str(url), model, chat_template_kwargs=chat_template_kwargs, **options)
     try:
         name = canonical_name("backend", backend)
     except UnknownName as e:
         raise ValueError(f"unknown generation backend {backend!r}: {e}") from None
+    if chat_teacher(name):
+        url = base_url or os.environ.get(BASE_URL_ENV)
+        if not url:
+            raise ValueError(f"backend {name} needs a base URL (--base-url, `base_url:` or {BASE_URL_ENV})")
+        if not model:
+            raise ValueError(f"backend {name} needs the served model id")
+        return ChatEndpointEngine(str(url), model, chat_template_kwargs=chat_template_kwargs, **options)
     dtype = options.pop("dtype", None)
     return BackendEngine(LazyBackend(lambda: make_backend(name, model, dtype, options)), chat_template_kwargs,
                          tokenizer)

@@ -1,6 +1,8 @@
-"""Backtracking judges (SPEC section 3): the shared loop (`base`), the transports (`gemini`,
-`openai_compat`), the `lexical` fallback, the factory that builds a judge by its registered name
-(`factory.make_judge`), cost estimates and human agreement.
+"""Backtracking judges (SPEC section 3): the shared loop (`base`), the judges (`gemini` on google-genai,
+`openai_compat` on `legival_core.llm`'s transport), the `lexical` fallback, the factory that builds a
+judge by its registered name (`factory.make_judge`), cost estimates (`cost`, priced by `llm.cost`) and
+human agreement. Prices, retries, rate limits, the circuit breaker and the error classes are
+`legival_core.llm`'s.
 
 Judges register themselves in their own modules, found by the registry's scan of this package; this
 package imports none of them eagerly (`GeminiJudge` and `OpenAICompatJudge` resolve on first use), and
@@ -20,7 +22,7 @@ from legival_core.judges.agreement import (
     load_human_annotations,
 )
 from legival_core.judges.base import BaseJudge, JudgeLimits
-from legival_core.judges.cost import CostEstimate, CostLimitExceeded, Prices, estimate_cost, guard_cost
+from legival_core.judges.cost import estimate_cost, guard_cost
 from legival_core.judges.factory import JudgeInfo, judge_info, make_judge
 from legival_core.judges.prompt import PROMPT_VERSION
 from legival_core.judges.records import (
@@ -52,8 +54,6 @@ __all__ = [
     "AgreementReport",
     "BaseJudge",
     "BatchJudge",
-    "CostEstimate",
-    "CostLimitExceeded",
     "GeminiJudge",
     "HumanAnnotation",
     "Judge",
@@ -64,7 +64,6 @@ __all__ = [
     "JudgeResult",
     "MissingAPIKey",
     "OpenAICompatJudge",
-    "Prices",
     "WindowPolicy",
     "agreement",
     "backtracking_fraction",

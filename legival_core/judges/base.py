@@ -3,12 +3,13 @@
 A judge reads the numbered steps of one trace and returns the step numbers it flags as backtracking;
 the metric is |distinct flagged step numbers in 1..m| / m (`backtracking_fraction`). This module holds
 everything that does not depend on the wire protocol: request/result records, reply validation, the
-retry/backoff loop, the single repair re-ask, windowing of over-long traces, and concurrent fan-out.
-A concrete judge (gemini.py, openai_compat.py) implements only `_send`: one HTTP call, mapping its
-errors to `TransientError` (retried), `ConnectionFailed` (the endpoint cannot be reached: retried
-`JudgeLimits.connect_retries` times after a short delay) or `PermanentError` (not retried).
+retries (`llm.retry.call_with_retries` under the judge's `JudgeLimits`), the single repair re-ask,
+windowing of over-long traces, and concurrent fan-out. A concrete judge (gemini.py, openai_compat.py)
+implements only `_send`: one HTTP call, mapping its errors (`llm.errors`) to `TransientError`
+(retried), `ConnectionFailed` (the endpoint cannot be reached: retried `JudgeLimits.connect_retries`
+times after a short delay) or `PermanentError` (not retried).
 
-Fail fast: a run's `breaker.Breaker` lets only a few traces through until a call reaches the server;
+Fail fast: a run's `llm.breaker.Breaker` lets only a few traces through until a call reaches the server;
 when those all fail to connect, the remaining traces are not sent (left out of `judge_many`'s results,
 so a caller stores nothing for them and they stay to do).
 
@@ -40,34 +41,28 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from legival_core.judges.breaker import Breaker
-from legival_core.judges.cost import DEFAULT_PRICES, Prices, guard_cost
+from legival_core.judges.cost import guard_cost
 from legival_core.judges.prompt import PROMPT_VERSION, repair_prompt, system_prompt, user_prompt
-from legival_core.judges.ratelimit import RateLimiter, backoff_delay
 from legival_core.judges.records import (
-    ConnectionFailed,
     Judge,
     JudgeError,
     JudgeRequest,
     JudgeResult,
     JudgeStatus,
     MissingAPIKey,
-    PermanentError,
     ProgressFn,
-    Secret,
-    TransientError,
     backtracking_fraction,
-    cannot_connect,
-    scrub,
 )
 from legival_core.judges.reply import Judgement, ReplyInvalid, extract_json_text, parse_judgement
 from legival_core.judges.windows import Window, WindowPlan, WindowPolicy, plan_windows
+from legival_core.llm.breaker import Breaker
+from legival_core.llm.cost import DEFAULT_PRICES, Prices
+from legival_core.llm.errors import ConnectionFailed, TransientError, scrub
+from legival_core.llm.ratelimit import RateLimiter
+from legival_core.llm.retry import RetryKind, RetryPolicy, call_with_retries, equal_jitter
 
 __all__ = [
-    "RETRYABLE_HTTP_STATUS",
     "BaseJudge",
-    "Breaker",
-    "ConnectionFailed",
     "Judge",
     "JudgeError",
     "JudgeLimits",
@@ -76,33 +71,25 @@ __all__ = [
     "JudgeStatus",
     "Judgement",
     "MissingAPIKey",
-    "PermanentError",
     "ProgressFn",
     "Reply",
     "ReplyInvalid",
-    "Secret",
-    "TransientError",
     "Turn",
     "Window",
     "WindowOutcome",
     "WindowPlan",
     "WindowPolicy",
     "backtracking_fraction",
-    "cannot_connect",
     "extract_json_text",
     "merge_windows",
     "parse_judgement",
     "plan_windows",
-    "scrub",
 ]
 
 log = logging.getLogger("legival_core.judges")
 
 Role = Literal["user", "assistant"]
 Turn = tuple[Role, str]
-
-RETRYABLE_HTTP_STATUS: frozenset[int] = frozenset({408, 429, 500, 502, 503, 504})
-
 
 # ---------------------------------------------------------------------------------------- shared loop
 
@@ -123,7 +110,7 @@ class JudgeLimits:
     `max_retries` bounds the retries of rate limits, 5xx, timeouts and dropped connections (backoff,
     Retry-After honoured); an endpoint that cannot be reached at all gets `connect_retries` retries,
     `connect_retry_delay_s` apart, and `open_after` traces failing to connect before any call of the
-    run got an answer open the run's breaker (`breaker.Breaker`). `connect_timeout_s` bounds the TCP
+    run got an answer open the run's breaker (`llm.breaker.Breaker`). `connect_timeout_s` bounds the TCP
     connect where the transport allows it (openai-compatible)."""
 
     concurrency: int = 16
@@ -325,48 +312,24 @@ class BaseJudge(ABC):
         """One call and its retries; JudgeError (scrubbed) when it gives up: ConnectionFailed
         (`cannot connect to ...`) when the endpoint could not be reached. Any answer of the server,
         an error status included, closes `breaker`; giving up on a connection tells it."""
+
+        def on_retry(kind: RetryKind, n: int, delay: float, e: TransientError) -> None:
+            tally.retries += 1
+            if kind == "connect":
+                log.info("judge %s: connection retry %d in %.2fs after: %s", self.name, n, delay, self.scrub(str(e)))
+            else:
+                log.info("judge %s: retry %d in %.2fs after: %s", self.name, n, delay, self.scrub(str(e)))
+
+        reply = call_with_retries(lambda: self._send(system, turns), self._retry_policy(), sleep=self._sleep,
+                                  limiter=self._limiter, breaker=breaker, on_retry=on_retry, clean=self.scrub)
+        tally.add(reply)
+        return reply
+
+    def _retry_policy(self) -> RetryPolicy:
         lim = self.limits
-        attempt = connect_attempt = 0
-        while True:
-            self._limiter.acquire()
-            try:
-                reply = self._send(system, turns)
-            except ConnectionFailed as e:
-                if connect_attempt >= lim.connect_retries:
-                    reason = self.scrub(str(e))
-                    if breaker is not None:
-                        breaker.unreachable(reason)
-                    raise ConnectionFailed(reason) from None
-                connect_attempt += 1
-                tally.retries += 1
-                log.info("judge %s: connection retry %d in %.2fs after: %s", self.name, connect_attempt,
-                         lim.connect_retry_delay_s, self.scrub(str(e)))
-                self._sleep(lim.connect_retry_delay_s)
-                continue
-            except TransientError as e:
-                if breaker is not None:
-                    breaker.answered()
-                if attempt >= lim.max_retries:
-                    raise JudgeError(self.scrub(f"gave up after {attempt} retries: {e}")) from None
-                if e.retry_after is not None:
-                    delay = min(e.retry_after, lim.max_retry_after_s)
-                else:
-                    delay = backoff_delay(attempt, lim.backoff_base_s, lim.backoff_cap_s)
-                attempt += 1
-                tally.retries += 1
-                log.info(
-                    "judge %s: retry %d in %.2fs after: %s", self.name, attempt, delay, self.scrub(str(e))
-                )
-                self._sleep(delay)
-                continue
-            except JudgeError:
-                if breaker is not None:
-                    breaker.answered()
-                raise
-            if breaker is not None:
-                breaker.answered()
-            tally.add(reply)
-            return reply
+        return RetryPolicy(lim.max_retries, equal_jitter(lim.backoff_base_s, lim.backoff_cap_s),
+                           max_retry_after_s=lim.max_retry_after_s, connect_retries=lim.connect_retries,
+                           connect_delay_s=lim.connect_retry_delay_s)
 
     def _settle(
         self,

@@ -21,7 +21,7 @@ from legival_core.judges.records import MissingAPIKey
 from legival_core.registry import entries, entry
 
 if TYPE_CHECKING:
-    from legival_core.judges.cost import Prices
+    from legival_core.llm.cost import Prices
 
 ESTIMATE_ONLY_KEY = "estimate-only-no-call"
 """Stands in for a missing API key when only an estimate is wanted (nothing is ever sent)."""

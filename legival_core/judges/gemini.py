@@ -30,33 +30,27 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from legival_core.judges.base import (
-    RETRYABLE_HTTP_STATUS,
     BaseJudge,
-    ConnectionFailed,
     JudgeError,
     JudgeLimits,
     JudgeRequest,
     JudgeResult,
     MissingAPIKey,
-    PermanentError,
     Reply,
-    Secret,
-    TransientError,
     Turn,
     Window,
     WindowOutcome,
     WindowPolicy,
     _Tally,
-    cannot_connect,
     merge_windows,
 )
 from legival_core.judges.batch_keys import file_key as _file_key
 from legival_core.judges.batch_keys import meta_from_key as _meta_from_key
-from legival_core.judges.cost import Prices
 from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
-from legival_core.judges.ratelimit import parse_retry_after
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S, BatchStatus
+from legival_core.llm.cost import Prices
+from legival_core.llm.errors import Secret, TransientError, parse_retry_after, status_error, transport_error
 from legival_core.registry import register
 
 if TYPE_CHECKING:
@@ -227,16 +221,9 @@ class GeminiJudge(BaseJudge):
             headers = getattr(getattr(e, "response", None), "headers", None)
             retry_after = parse_retry_after(headers.get("retry-after")) if headers is not None else None
             msg = self.scrub(f"Gemini API error {e.code} {e.status or ''}: {e.message or ''}".strip())
-            if e.code in RETRYABLE_HTTP_STATUS:
-                raise TransientError(msg, retry_after) from None
-            raise PermanentError(msg) from None
-        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-            why = "connect timeout" if isinstance(e, httpx.ConnectTimeout) else None
-            raise ConnectionFailed(self.scrub(cannot_connect(e, self.base_url or "the Gemini API", why))) from None
-        except httpx.TimeoutException as e:
-            raise TransientError(f"timeout ({type(e).__name__})") from None
-        except httpx.TransportError as e:
-            raise TransientError(self.scrub(f"transport error ({type(e).__name__}: {e})")) from None
+            raise status_error(e.code, msg, retry_after) from None
+        except httpx.TransportError as e:  # classified as every client's (`llm.errors`)
+            raise transport_error(e, self.base_url or "the Gemini API", self.scrub) from None
         except json.JSONDecodeError as e:  # an HTTP 200 whose body is not JSON
             raise TransientError(self.scrub(f"unreadable response body ({e})")) from None
         tin, tout = _usage(resp)

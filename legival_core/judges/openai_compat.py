@@ -1,8 +1,9 @@
 """The `openai-compatible` backtracking judge: any chat-completions server (vLLM, SGLang, OpenAI, ...).
 
 `POST {base_url}/v1/chat/completions` with the paper's system prompt as the system message and
-`response_format={"type": "json_schema", ...}` carrying the reply schema (strict). A trailing `/v1`
-on `base_url` is accepted. Base URL: argument, else LEGIVAL_OPENAI_BASE_URL (required). Key:
+`response_format={"type": "json_schema", ...}` carrying the reply schema (strict), sent by
+`llm.transport.OpenAIEndpoint` (a trailing `/v1` on `base_url` is accepted; statuses classified
+strictly, `llm.errors.STRICT_STATUSES`). Base URL: argument, else LEGIVAL_OPENAI_BASE_URL (required). Key:
 argument, else LEGIVAL_OPENAI_API_KEY, else OPENAI_API_KEY; optional (local servers need none), sent
 as `Authorization: Bearer`. Retries, repair, validation and windowing are the shared ones in base.py;
 a refused or unknown endpoint (or a TCP connect over `JudgeLimits.connect_timeout_s`) is a
@@ -15,26 +16,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from legival_core.judges.base import (
-    RETRYABLE_HTTP_STATUS,
-    BaseJudge,
-    ConnectionFailed,
-    JudgeError,
-    JudgeLimits,
-    PermanentError,
-    Reply,
-    Secret,
-    TransientError,
-    Turn,
-    WindowPolicy,
-    cannot_connect,
-)
-from legival_core.judges.cost import Prices
+from legival_core.judges.base import BaseJudge, JudgeLimits, Reply, Turn, WindowPolicy
 from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
-from legival_core.judges.ratelimit import parse_retry_after
+from legival_core.judges.records import JudgeError
+from legival_core.llm.cost import Prices
+from legival_core.llm.errors import TransientError
+from legival_core.llm.transport import OpenAIEndpoint
 from legival_core.registry import register
 
 BASE_URL_ENV = "LEGIVAL_OPENAI_BASE_URL"
@@ -75,32 +63,25 @@ class OpenAICompatJudge(BaseJudge):
             raise JudgeError(
                 f"no endpoint for the openai-compatible judge: pass base_url= or set {BASE_URL_ENV}"
             )
-        url = url.rstrip("/")
-        if url.endswith("/v1"):
-            url = url[: -len("/v1")]
-        self.base_url = url
         key = api_key or next((os.environ[v] for v in KEY_ENV_VARS if os.environ.get(v)), None)
-        self._key = Secret(key.strip()) if key else None
-        headers = {"Content-Type": "application/json"}
-        if self._key is not None:
-            headers["Authorization"] = f"Bearer {self._key.get()}"
-        conns = max(100, self.limits.concurrency)
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=httpx.Timeout(self.limits.timeout_s,
-                                  connect=min(self.limits.timeout_s, self.limits.connect_timeout_s)),
-            limits=httpx.Limits(max_connections=conns, max_keepalive_connections=conns),
+        self._api = OpenAIEndpoint(
+            url,
+            api_key=key.strip() if key else None,
+            timeout_s=self.limits.timeout_s,
+            connect_timeout_s=self.limits.connect_timeout_s,
+            connections=max(100, self.limits.concurrency),
+            headers={"Content-Type": "application/json"},
         )
+        self.base_url = self._api.root
 
     def __repr__(self) -> str:
         return f"OpenAICompatJudge(model={self.model!r}, temperature={self.temperature!r}, base_url={self.base_url!r})"
 
     def _secrets(self) -> tuple[str, ...]:
-        return (self._key.get(),) if self._key is not None else ()
+        return self._api.secrets()
 
     def close(self) -> None:
-        self._http.close()
+        self._api.close()
 
     def body(self, system: str, turns: Sequence[Turn]) -> dict[str, Any]:
         """The chat-completions request body (public so tests and dry runs can inspect it)."""
@@ -123,21 +104,7 @@ class OpenAICompatJudge(BaseJudge):
         return body
 
     def _send(self, system: str, turns: Sequence[Turn]) -> Reply:
-        try:
-            r = self._http.post("/v1/chat/completions", json=self.body(system, turns))
-        except httpx.ConnectTimeout as e:
-            raise ConnectionFailed(self.scrub(cannot_connect(e, self.base_url, "connect timeout"))) from None
-        except httpx.ConnectError as e:
-            raise ConnectionFailed(self.scrub(cannot_connect(e, self.base_url))) from None
-        except httpx.TimeoutException as e:
-            raise TransientError(f"timeout ({type(e).__name__})") from None
-        except httpx.TransportError as e:
-            raise TransientError(self.scrub(f"transport error ({type(e).__name__}: {e})")) from None
-        if r.status_code != 200:
-            msg = self.scrub(f"HTTP {r.status_code}: {r.text[:500]}")
-            if r.status_code in RETRYABLE_HTTP_STATUS:
-                raise TransientError(msg, parse_retry_after(r.headers.get("retry-after")))
-            raise PermanentError(msg)
+        r = self._api.chat(self.body(system, turns))
         try:
             data = r.json()
             msg_obj = data["choices"][0]["message"]

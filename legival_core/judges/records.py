@@ -1,16 +1,18 @@
 """The judge's records and errors: what goes in (`JudgeRequest`), what comes out (`JudgeResult`), the
-`Judge` protocol every judge satisfies, and the errors a judge raises (scrubbed of secrets).
+`Judge` protocol every judge satisfies, and the errors a judge raises (scrubbed of secrets; the
+transient/permanent classification is `llm.errors`').
 
 Nothing here talks to a server: `base.py` holds the loop every judge shares, `gemini.py` and
-`openai_compat.py` the transports.
+`openai_compat.py` the judges (the latter on `llm.transport`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from legival_core.llm.errors import LLMError
 
 JudgeStatus = Literal["ok", "failed", "overflow"]
 ProgressFn = Callable[[int], None]
@@ -108,78 +110,10 @@ class BatchJudge(Judge, Protocol):
 
 # ---------------------------------------------------------------------------------------------- errors
 
-
-_URL_KEY = re.compile(r"(?i)((?:api[_-]?)?key=)[^&\s'\"]+")
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._\-]+")
-
-
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """Remove secrets from a message: the given strings, `key=...` query values and bearer tokens."""
-    out = text
-    for s in secrets:
-        if s:
-            out = out.replace(s, "[REDACTED]")
-    out = _URL_KEY.sub(r"\1[REDACTED]", out)
-    return _BEARER.sub(r"\1[REDACTED]", out)
-
-
-_ERRNO = re.compile(r"^\[Errno -?\d+\]\s*")
-
-
-def cannot_connect(error: BaseException, url: str | None, why: str | None = None) -> str:
-    """`cannot connect to SCHEME://HOST[:PORT]: why` for a connection that failed: the host of the
-    request the error names (an httpx error carries it), else `url`; never a path or a query string."""
-    where = url or "the endpoint"
-    try:
-        request: Any = getattr(error, "request", None)  # httpx: RuntimeError when it has none
-        u = request.url
-        host = f"[{u.host}]" if ":" in u.host else u.host
-        where = f"{u.scheme}://{host}" + (f":{u.port}" if u.port else "")
-    except Exception:  # no request, or not an httpx error: keep the configured url
-        pass
-    text = why or _ERRNO.sub("", str(error)).strip() or type(error).__name__
-    return f"cannot connect to {where}: {text[:1].lower()}{text[1:]}"
-
-
-class JudgeError(RuntimeError):
-    """Any judge failure surfaced to a caller; its message has been scrubbed of secrets."""
-
-
-class TransientError(JudgeError):
-    """A failure worth retrying (429, 5xx, 408, timeouts, dropped connections)."""
-
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class ConnectionFailed(TransientError):
-    """The endpoint could not be reached at all (connection refused, unknown host, network unreachable,
-    connect timeout): retried only `JudgeLimits.connect_retries` times, after a short delay, and what
-    opens the run's circuit breaker (`breaker.Breaker`)."""
-
-
-class PermanentError(JudgeError):
-    """A failure that a retry cannot fix (400, 401, 403, 404, ...)."""
+JudgeError = LLMError
+"""Any judge failure surfaced to a caller (scrubbed of secrets): the judges' name for `llm.errors.LLMError`,
+so the transport's `TransientError` / `ConnectionFailed` / `PermanentError` are judge errors too."""
 
 
 class MissingAPIKey(JudgeError):
     """No API key was configured."""
-
-
-class Secret:
-    """A string that never shows itself in repr()/str()."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def get(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('[REDACTED]')"
-
-    __str__ = __repr__
-

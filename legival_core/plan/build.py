@@ -261,7 +261,7 @@ class Depths:
 
 
 def _missing_depths(rows: Any, done: Mapping[str, frozenset[int]], config: Any) -> Depths:
-    from legival_core.transfer.planner import depth_bins
+    from legival_core.transfer.rollout_plan import depth_bins
 
     n = k_sum = traces = deepest = 0
     none: frozenset[int] = frozenset()
@@ -336,7 +336,7 @@ def _judge(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
 
 
 def _quality(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
-    from legival_core.metrics.quality import resolve_groups
+    from legival_core.quality.group import resolve_groups
     from legival_core.stages.quality import QualityStage
 
     for group in resolve_groups(list(spec.quality.metrics) if spec.quality.metrics else None):

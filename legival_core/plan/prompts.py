@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from legival_core.transfer.planner import PlannedRollout, student_messages
+from legival_core.transfer.rollout_plan import PlannedRollout, student_messages
 
 TEMPLATE_ALLOWANCE = 12
 """Tokens of chat markup added per prompt by the estimate (system/user/assistant headers)."""

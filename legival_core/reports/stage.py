@@ -48,7 +48,6 @@ class ReportStage:
     out: Path
     config: ReportConfig = ReportConfig()
     name: str = "report"
-    needs: tuple[str, ...] = NEEDS
     record: RunInfo | None = None
     """A benchmark run: store its run record before the files are written, so that diff.csv and the
     dashboard compare it with the previous run (`legival report` records nothing)."""

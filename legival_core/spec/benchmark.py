@@ -19,7 +19,7 @@ from legival_core.spec.base import SpecError, Strict, format_errors, registered_
 from legival_core.spec.sections import Efficiency, Execution, Ingest, Judge, Quality, Report, Transfer
 from legival_core.spec.students import Student
 from legival_core.spec.teachers import Teacher
-from legival_core.transfer.planner import StudentConfig
+from legival_core.transfer.rollout_plan import StudentConfig
 
 
 class BenchmarkSpec(Strict):

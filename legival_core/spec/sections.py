@@ -108,7 +108,7 @@ class Quality(Strict):
     def _known(cls, v: list[str] | None) -> list[str] | None:
         if v is None:
             return None
-        from legival_core.metrics.quality import resolve_groups
+        from legival_core.quality.group import resolve_groups
 
         resolve_groups(v)  # ValueError names the known groups and metrics
         return v

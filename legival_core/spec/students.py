@@ -12,7 +12,7 @@ from legival_core.catalog import SMOLLM2, canonical_model
 from legival_core.registry import entry
 from legival_core.spec.base import SpecError, Strict, check_files, check_name, registered_name, resolve_path
 from legival_core.spec.sections import Transfer
-from legival_core.transfer.planner import StudentConfig
+from legival_core.transfer.rollout_plan import StudentConfig
 
 
 class Decoding(Strict):

@@ -9,8 +9,8 @@ generate, report) is an object with
 
 and `run_stage` drives it the same way for the CLI commands and the Prefect tasks, so they cannot
 drift. A crash loses at most the batches in flight: every committed batch stays, and the next plan
-lists only what is still missing. `needs` names the stages whose rows a stage reads (a report says
-which command computes a missing input); `requires` are cheap stages run first (steps before judge).
+lists only what is still missing. `needs`, registered once with `register_stage`, names the stages
+whose rows a stage reads (a report says which command computes a missing input); `requires` are cheap stages run first (steps before judge).
 
 Executors run a `Work` (how to build a worker, e.g. load a model, and what it does with a chunk of
 units): `InProcessExecutor` and `ProcessExecutor` (CPU-bound work on every core) here, the Ray engine
@@ -303,11 +303,6 @@ class Plan(Generic[U, S]):
 class Stage(Protocol[U, R, S]):
     @property
     def name(self) -> str: ...
-
-    @property
-    def needs(self) -> tuple[str, ...]:
-        """The stages whose rows this one reads."""
-        ...
 
     def plan(self, store: Store) -> Plan[U, S]: ...
 

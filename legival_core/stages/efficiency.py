@@ -50,7 +50,6 @@ class SegmentStage:
     """Store the steps of the traces that have none for the current segmenter."""
 
     name: str = "segment"
-    needs: tuple[str, ...] = ()
     chunk: int = 5000
 
     def plan(self, store: Store) -> Plan[tuple[str, str], SegmentSummary]:
@@ -139,7 +138,6 @@ class EfficiencyStage:
     chunk: int = 1000
     """Traces per chunk: bounds memory, batches the embedding call, and is the commit unit."""
     name: str = "efficiency"
-    needs: tuple[str, ...] = ("segment",)
 
     @property
     def requires(self) -> tuple[SegmentStage]:

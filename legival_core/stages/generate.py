@@ -129,7 +129,6 @@ class GenerateStage:
     decoding: dict[str, Any]
     batch_size: int = 8
     name: str = "generate"
-    needs: tuple[str, ...] = ()
 
     def plan(self, store: Store) -> Plan[GenerationJob, GenerateSummary]:
         s = GenerateSummary(self.teacher, self.engine.model_id, self.dataset, problems=len(self.jobs),

@@ -70,7 +70,6 @@ class GradeStage:
     chunk: int = 500
     """Traces per chunk: the commit unit (a crash loses at most one chunk)."""
     name: str = "grade"
-    needs: tuple[str, ...] = ("ingest",)
 
     def plan(self, store: Store) -> Plan[GradeUnit, GradeSummary]:
         s = GradeSummary()

@@ -114,7 +114,6 @@ class IngestStage:
     limits: Ingest = DEFAULT_LIMITS
     """The input boundary's limits (the spec's `ingest:` section, the command's options)."""
     name: str = "ingest"
-    needs: tuple[str, ...] = ()
 
     def plan(self, store: Store) -> Plan[ParsedLine, IngestSummary]:
         name = str(self.path)

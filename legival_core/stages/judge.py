@@ -16,7 +16,7 @@ judge rubric are skipped and counted (`skipped_no_rubric`), never judged with an
 
 Online path (`JudgeStage`): the requests go to `judge.judge_many` in chunks, and each chunk's results
 are committed in one transaction as soon as it finishes, so a crash loses at most the chunk in flight.
-One circuit breaker (`judges.breaker`) spans the chunks of a run: when the endpoint cannot be reached,
+One circuit breaker (`llm.breaker`) spans the chunks of a run: when the endpoint cannot be reached,
 the first traces fail fast and the rest are not sent (nothing stored for them: `not_sent`).
 Batch path (a provider batch API): `judge_batch.py`, crash-safe (each job is recorded as soon as it
 is created, and a rerun resumes recorded jobs before submitting anything).
@@ -34,9 +34,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from legival_core.judges.base import BaseJudge, Breaker
+from legival_core.judges.base import BaseJudge
 from legival_core.judges.factory import judge_info, make_judge
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S, JudgeError, JudgeRequest
+from legival_core.llm.breaker import Breaker
 from legival_core.metrics.backtracking import BACKTRACKING
 from legival_core.spec import Efficiency, Judge
 from legival_core.stages.base import (
@@ -68,7 +69,7 @@ from legival_core.store import planner as reads
 from legival_core.types import canonical_json, content_hash
 
 if TYPE_CHECKING:
-    from legival_core.judges.cost import Prices
+    from legival_core.llm.cost import Prices
     from legival_core.stages.judge_common import AnyJudge
 
 __all__ = [
@@ -139,7 +140,6 @@ class JudgeStage:
     chunk_size: int | None = None
     progress: Progress | None = None
     name: str = "judge"
-    needs: tuple[str, ...] = ("segment",)
     breaker: Breaker | None = None
 
     @property

@@ -155,7 +155,6 @@ class ResumeBatchesStage:
     wait: bool
     poll_interval_s: float
     name: str = "judge-batches"
-    needs: tuple[str, ...] = ("segment",)
 
     @property
     def requires(self) -> tuple[SegmentStage]:
@@ -191,7 +190,6 @@ class BatchSubmitStage:
     retry_failed: bool = False
     batch_size: int = 1000
     name: str = "judge-batch"
-    needs: tuple[str, ...] = ("segment",)
 
     @property
     def requires(self) -> tuple[SegmentStage]:

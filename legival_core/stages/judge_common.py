@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from legival_core.bulk import spread
-from legival_core.judges.cost import CostEstimate, CostLimitExceeded, Prices, estimate_cost
+from legival_core.judges.cost import estimate_cost
 from legival_core.judges.prompt import has_rubric
 from legival_core.judges.records import JudgeRequest, JudgeResult, backtracking_fraction
+from legival_core.llm.cost import CostEstimate, CostLimitExceeded, Prices
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store, writes
 from legival_core.store import planner as reads

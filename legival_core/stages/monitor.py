@@ -153,7 +153,6 @@ class MonitorStage:
     batch_size: int = 16
     teardown: Callable[[TextBackend], None] | None = None
     name: str = "monitor"
-    needs: tuple[str, ...] = ("grade",)
 
     @property
     def unit_scope(self) -> str:

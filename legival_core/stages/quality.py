@@ -6,13 +6,15 @@ computed for the traces with no usable row for its first metric at those params 
 chunks that each commit in one transaction, so a rerun computes nothing and a crash loses one chunk.
 A metric whose model is not on this machine gets rows with value NULL and status 'unavailable'
 (method = the model asked for, detail = why); once the model is installed those rows are replaced by
-real ones on the next run. Z3 runs on GSM8K traces only, through automatic IR extraction; a trace
-without an extractable IR gets status 'unparsed' rows (counted in the summary), a metric the verifier
-leaves undefined gets 'undefined'.
+real ones on the next run. A group runs on the datasets it declares (Z3: GSM8K, through automatic IR
+extraction; a trace without an extractable IR gets status 'unparsed' rows, counted in the summary); a
+metric the verifier leaves undefined gets 'undefined'.
 
 One `QualityStage` per group: `plan` reads the group's missing traces (and, for cohesion, their
 steps), `run` loads the group's model in `Work.setup` and scores chunks without the store, `commit`
-writes one chunk. The per-group definitions and computers are in `stages.quality_computers`.
+writes one chunk. The groups are registered, one module each, in `legival_core/quality/groups/`
+(`quality.group`): the stage reads what it needs of a group from its registration (its datasets,
+whether it reads steps, whether it runs on a process pool).
 """
 
 from __future__ import annotations
@@ -23,8 +25,20 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from legival_core.embed import embedding_key, sentence_hash
-from legival_core.metrics.quality import METRIC_GROUPS, QUALITY_METRICS, resolve_groups
 from legival_core.quality._local import Unavailable
+from legival_core.quality.group import (
+    Computer,
+    Group,
+    QualityConfig,
+    QualityGroup,
+    QualityUnit,
+    Row,
+    load_computer,
+    quality_groups,
+    resolve_groups,
+    row,
+    unavailable_rows,
+)
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import (
     Executor,
@@ -40,29 +54,10 @@ from legival_core.stages.base import (
 )
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.stages.isolation import UnitFailure
-from legival_core.stages.quality_computers import (
-    Z3_DATASETS,
-    Z3_VERSION,
-    Computer,
-    Group,
-    GroupName,
-    QualityConfig,
-    QualityUnit,
-    Row,
-    group_defs,
-    load_computer,
-    row,
-    unavailable_rows,
-)
 from legival_core.store import Store, writes
 from legival_core.store import planner as reads
 
 __all__ = [
-    "METRIC_GROUPS",
-    "QUALITY_METRICS",
-    "Z3_DATASETS",
-    "Z3_VERSION",
-    "GroupName",
     "Progress",
     "QualityConfig",
     "QualityStage",
@@ -156,12 +151,11 @@ class FailedUnit:
 
 @dataclass(frozen=True, slots=True)
 class QualityStage:
-    """One metric group (`METRIC_GROUPS`) for the traces that have no usable row of it."""
+    """One registered metric group (`quality.group`) for the traces that have no usable row of it."""
 
     group: str
     config: QualityConfig = DEFAULT_CONFIG
     name: str = "quality"
-    needs: tuple[str, ...] = ("segment",)
 
     @property
     def unit_scope(self) -> str:
@@ -169,18 +163,22 @@ class QualityStage:
         return str(self.group)
 
     @property
+    def registered(self) -> QualityGroup:
+        return next(g for g in quality_groups() if g.name == self.group)
+
+    @property
     def requires(self) -> tuple[SegmentStage, ...]:
-        return (SegmentStage(),) if self.group == "cohesion" else ()
+        return (SegmentStage(),) if self.registered.needs_steps else ()
 
     @property
     def definition(self) -> Group:
-        return group_defs(self.config)[self.group]
+        return self.registered.at(self.config)
 
     def plan(self, store: Store) -> Plan[QualityUnit, QualitySummary]:
         g = self.definition
         todo = reads.traces_missing_quality(store, g.metrics[0], g.params, g.version, g.datasets)
         ids = todo["trace_id"].to_list()
-        spans = reads.step_spans(store, ids, SEGMENTER_VERSION) if self.group == "cohesion" else {}
+        spans = reads.step_spans(store, ids, SEGMENTER_VERSION) if self.registered.needs_steps else {}
         hashes = {r["trace_id"]: [sentence_hash(r["reasoning"][a:b]) for a, b in spans.get(r["trace_id"], ())]
                   for r in todo.iter_rows(named=True)} if spans else {}
         cache = reads.cached_embeddings(store, embedding_key(self.config.embed_model),
@@ -193,14 +191,14 @@ class QualityStage:
         return Plan(units, summary, total=len(units))
 
     def run(self, units: Sequence[QualityUnit], executor: Executor) -> Iterator[list[QualityBatch]]:
-        g = self.definition
+        g, cpu_bound = self.definition, self.registered.cpu_bound
         t0 = time.perf_counter()
-        if self.group == "z3" and isinstance(executor, InProcessExecutor) and self.config.z3_workers != 1:
-            # Z3 holds the GIL and the stage is CPU-bound: on every core (a caller's executor, a Ray
-            # pool on a cluster, is kept as given)
+        if cpu_bound and isinstance(executor, InProcessExecutor) and self.config.z3_workers != 1:
+            # it holds the GIL (Z3) and the stage is CPU-bound: on every core (a caller's executor, a
+            # Ray pool on a cluster, is kept as given)
             executor = ProcessExecutor(self.config.z3_workers)
         work = Work(LoadGroup(g, self.config), ScoreChunk(g), self.config.chunk)
-        if self.group == "z3":  # one IR that kills or hangs its process costs that trace only
+        if cpu_bound:  # one input that kills or hangs its process costs that trace only
             work = replace(work, isolate=FailedUnit(g), unit_timeout_s=self.config.z3_trace_timeout_s)
         for batch in executor.run(work, units):
             elapsed = time.perf_counter() - t0
@@ -208,7 +206,7 @@ class QualityStage:
                                                                       b.embeddings) for b in batch]
 
     def commit(self, store: Store, results: Sequence[QualityBatch], plan: Plan[Any, QualitySummary]) -> int:
-        g, s, name = self.definition, plan.summary, self.group
+        g, s, name, extraction = self.definition, plan.summary, self.group, self.registered.extraction
         done = 0
         for b in results:
             if b.embeddings:
@@ -222,8 +220,8 @@ class QualityStage:
                                                            b.trace_ids, replace=("unavailable",))
                 s.computed[name] += len(b.trace_ids)
                 s.seconds[name] = round(b.elapsed, 3)
-                if name == "z3":
-                    unparsed = sum(1 for r in b.rows if r["metric"] == "z3_acs" and r["status"] == "unparsed")
+                if extraction:
+                    unparsed = sum(1 for r in b.rows if r["metric"] == g.metrics[0] and r["status"] == "unparsed")
                     s.z3_unparsed += unparsed
                     s.z3_extracted += len(b.trace_ids) - unparsed
             done += len(b.trace_ids)

@@ -161,7 +161,6 @@ class RewardsStage:
     chunk: int = 64
     loader: Loader = load_reward_model
     name: str = "rewards"
-    needs: tuple[str, ...] = ("ingest",)
 
     @property
     def unit_scope(self) -> str:

@@ -33,7 +33,7 @@ from legival_core.stages.base import Executor, Given, Plan, Work, register_stage
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.store import Store
 from legival_core.store import planner as reads
-from legival_core.transfer.planner import (
+from legival_core.transfer.rollout_plan import (
     PROMPT_VERSION,
     PlannedRollout,
     StudentConfig,
@@ -189,7 +189,6 @@ class TransferStage:
     """A backend the caller built and keeps (tests, benchmarks; in-process only); default: the worker
     builds the registered backend of `config`, lazily, and closes it."""
     name: str = "transfer"
-    needs: tuple[str, ...] = ("grade", "segment")
 
     @property
     def unit_scope(self) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from legival_core.backends.base import TextBackend, make_backend
-from legival_core.transfer.planner import StudentConfig
+from legival_core.transfer.rollout_plan import StudentConfig
 
 
 def make_student_backend(config: StudentConfig) -> TextBackend:

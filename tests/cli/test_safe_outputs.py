@@ -18,8 +18,8 @@ import pytest
 from legival_core.reports.render.safe_csv import DANGEROUS, unescape
 from tests._cli import Ran, legival
 from tests.conftest import EXAMPLES, REPO
-from tests.core.reports.test_demo_snapshot import load_demo_store
 from tests.core.reports.render.test_safe_outputs import md_cells, md_text
+from tests.core.reports.test_demo_snapshot import load_demo_store
 
 HYPERLINK = '=HYPERLINK("http://x.invalid","click")'
 MARKUP = "pipe|x [red]red[/red] :warning: \x1b[31mansi"
@@ -73,7 +73,7 @@ def test_no_report_csv_holds_a_formula(hostile_report: tuple[Path, Ran]) -> None
 
 
 def test_the_ranking_artifact_table_is_intact(hostile_report: tuple[Path, Ran]) -> None:
-    from tasks.monitor import ranking_markdown
+    from tasks.prefect_ui import ranking_markdown
 
     out, _ = hostile_report
     table = [ln for ln in ranking_markdown("hostile", out, None).splitlines() if ln.startswith("|")]

@@ -152,3 +152,21 @@ def test_the_cycle_check_finds_a_circle_however_it_is_closed(tmp_path: Path, clo
     assert "pkg.a, pkg.c, pkg.sub.b" in r.stdout and "pkg.d" not in r.stdout
     (pkg / "c.py").write_text("class C:\n    pass\n")
     assert _cycle_check(pkg).returncode == 0
+
+
+OPTIONAL_HEAVY = ("z3", "torch", "transformers", "vllm", "onnxruntime", "sentence_transformers", "google.genai",
+                  "scipy", "matplotlib")
+
+
+def test_the_registry_scan_imports_no_heavy_optional_dependency() -> None:
+    """Every built-in module is imported by the registry's scan, also in the vLLM worker's own
+    environment (no z3, no torch): a registered module imports such a package when it is used."""
+    code = ("import sys\n"
+            f"for m in {OPTIONAL_HEAVY!r}: sys.modules[m] = None\n"
+            "from legival_core.registry import discover, names\n"
+            "discover()\n"
+            "print(len(names('quality')), len(names('metric')), len(names('stage')))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    n_quality, n_metric, n_stage = map(int, r.stdout.split())
+    assert n_quality >= 11 and n_metric > n_quality and n_stage >= 10

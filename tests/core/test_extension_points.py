@@ -179,3 +179,67 @@ def test_plugin_module_outside_the_package(tmp_path: Path) -> None:
     bad = entry_point("list", "backends", env={**env, "LEGIVAL_PLUGINS": "no_such_plugin_module"})
     assert bad.returncode == 2 and "error:" in bad.stderr and "no_such_plugin_module" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+QUALITY_MODULE = '''"""Words of the reasoning: a quality metric added by a test (tests/core/test_extension_points.py)."""
+
+from legival_core.quality.group import QualityGroup, QualityMetric, register_quality_group, row
+
+
+def load(g, cfg):
+    def run(units):
+        return [row(u.trace_id, "word_count", g, float(len(u.reasoning.split()))) for u in units]
+
+    return run
+
+
+register_quality_group(QualityGroup(
+    "word_count", (QualityMetric("word_count", "words", "lower", "words of the reasoning (test)", "clarity"),),
+    "1", lambda cfg: ({"split": "whitespace"}, "str.split"), load, order=40, datasets=("gsm8k",),
+    description="words of the reasoning (test quality metric)"))
+'''
+
+
+@pytest.mark.slow
+def test_new_quality_metric_is_one_module(package_copy: PackageCopy, demo_db: Path, tmp_path: Path) -> None:
+    (package_copy.root / "legival_core" / "quality" / "groups" / "zz_test_words.py").write_text(
+        QUALITY_MODULE, encoding="utf-8")
+    env = package_copy.env
+    listed = _legival("list", "quality", env=env, cwd=package_copy.root)
+    assert "word_count" in listed["quality_groups"]  # type: ignore[operator]
+    assert re.search(r"word_count\s+words\s+lower is better", str(_legival("list", "metrics", env=env,
+                                                                            cwd=package_copy.root)["_stdout"]))
+    q = _legival("quality", "--db", str(demo_db), "--metrics", "word_count", env=env, cwd=package_copy.root)
+    assert q["computed"] == {"word_count": 80}  # the datasets it declares: every demo trace is GSM8K
+    out = tmp_path / "report"
+    _legival("report", "--db", str(demo_db), "--out", str(out), "--resamples", "20", env=env, cwd=package_copy.root)
+
+    import polars as pl
+
+    traces = pl.read_parquet(REPO / "tests" / "fixtures" / "demo_store" / "traces.parquet")
+    words: dict[str, list[int]] = {}
+    for t, reasoning in traces.select("teacher", "reasoning").iter_rows():
+        words.setdefault(t, []).append(len(reasoning.split()))
+    tm = {r["teacher"]: r for r in csv.DictReader((out / "teacher_metrics.csv").open(encoding="utf-8"))}
+    assert set(tm) == set(words)
+    for t, ws in words.items():
+        assert float(tm[t]["word_count"]) == pytest.approx(sum(ws) / len(ws))
+    # a member of the clarity dimension (lower is better: the fewest words normalise to 1), whose
+    # score is the mean of the members present
+    best = min(tm, key=lambda t: float(tm[t]["word_count"]))
+    assert float(tm[best]["word_count_norm"]) == pytest.approx(1.0)
+    for t in tm:
+        members = [float(tm[t][c]) for c in ("clarity_clx_norm", "word_count_norm") if tm[t][c] != ""]
+        assert float(tm[t]["dim_clarity"]) == pytest.approx(sum(members) / len(members))
+    corr = list(csv.DictReader((out / "correlations.csv").open(encoding="utf-8")))
+    assert any("word_count" in (c["metric_a"], c["metric_b"]) and c["rho"] != "" for c in corr)
+    html = (out / "index.html").read_text(encoding="utf-8")
+    data = json.loads(html.split('<script type="application/json" id="legival-data">', 1)[1].split("</script>", 1)[0])
+    # the correlation matrix's picker, the teacher table and the tooltips; not a Pareto axis (those are
+    # the ranked and bootstrapped metrics, and a text-quality score is descriptive: docs/quality.md)
+    assert "word_count" in data["correlations"]["metrics"] and "dim_clarity" in data["correlations"]["metrics"]
+    assert all("word_count" in row for row in data["teachers"])
+    assert data["descriptions"]["word_count"] == "words of the reasoning (test)"
+    assert "word_count" not in data["pareto_axes"]["options"]
+    traces_out = pl.read_parquet(out / "traces.parquet")
+    assert "word_count" in traces_out.columns and traces_out["word_count"].null_count() == 0

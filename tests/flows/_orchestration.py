@@ -94,7 +94,7 @@ def ray_down():  # type: ignore[no-untyped-def]
     yield
     import ray
 
-    from tasks.engines import shutdown_pools
+    from tasks.ray_pool import shutdown_pools
 
     shutdown_pools()
     ray.shutdown()

@@ -59,7 +59,7 @@ def test_rewards_and_monitor_run_in_the_benchmark_flow_and_are_cached(tmp_path: 
     db = tmp_path / "store.duckdb"
     first = benchmark(spec=str(spec))
     assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "rewards", "monitor",
-                                      "aggregate", "shutdown"]
+                                      "report", "shutdown"]
     rm = {m["name"]: m for m in first["rewards"]["rm_models"]}
     assert rm["tiny"]["status"] == "ok" and rm["tiny"]["scored"] == 8  # 2 teachers x 4 problems
     assert rm["skywork-v2-llama-8b"]["status"] == "unavailable"  # its weights are not on this machine
@@ -93,7 +93,7 @@ def test_defaults_leave_both_stages_out_and_a_missing_supervisor_is_unavailable(
     the run: the task reports it unavailable and stores nothing."""
     from legival_core.spec import load_spec
     from tasks._driver import close_stores
-    from tasks.monitor import benchmark_stages
+    from tasks.prefect_ui import benchmark_stages
     from tasks.stages import ingest_teacher_task, monitor_task
     from tests.conftest import REPO
 

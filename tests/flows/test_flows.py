@@ -31,7 +31,7 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
     assert first["engines_loaded"] >= 1 and first["judge_calls"] == 0
     assert (tmp_path / "report" / "teacher_dataset_metrics.csv").is_file()
-    assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "aggregate", "shutdown"]
+    assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "report", "shutdown"]
     # the plan made inside the run (`legival plan` on the store) is what the run then generated
     assert first["plan_vs_actual"]["rollouts"] == {"planned": first["rollouts_generated"],
                                                    "actual": first["rollouts_generated"]}
@@ -193,8 +193,8 @@ def test_run_progress_counts_stages_rollouts_and_time() -> None:
     from tasks.progress import RunProgress
 
     now = [0.0]
-    p = RunProgress("demo", ["ingest", "efficiency", "transfer", "aggregate"], shards_expected=2,
-                    labels={"aggregate": "report"}, clock=lambda: now[0])
+    p = RunProgress("demo", ["ingest", "efficiency", "transfer", "report"], shards_expected=2,
+                    labels={"report": "the report"}, clock=lambda: now[0])
     assert p.percent() == 0.0 and "stage 1 / 4: ingest" in p.describe() and "not known yet" in p.describe()
     now[0] = 10.0
     p.stage_done("ingest")
@@ -208,12 +208,12 @@ def test_run_progress_counts_stages_rollouts_and_time() -> None:
     assert p.time_left() == pytest.approx(11 / 0.4 + 15)  # 11 rollouts at 0.4/s, then the report at a typical 15 s
     assert "rollouts 9 / 20" in p.describe() and "elapsed 40s" in p.describe()
     p.stage_done("transfer")
-    p.stage_done("aggregate")
+    p.stage_done("report")
     assert p.percent() == 100.0 and p.describe().startswith("demo: done, 4 / 4 stages")
 
 
 def test_rank_table_markdown(tmp_path: Path) -> None:
-    from tasks.monitor import ranking_markdown
+    from tasks.prefect_ui import ranking_markdown
 
     (tmp_path / "teacher_metrics.csv").write_text(
         "teacher,accuracy,rank_accuracy,token_len_median,rank_token_len_median,sotu,on_pareto_frontier\n"
@@ -229,16 +229,16 @@ def test_rank_table_markdown(tmp_path: Path) -> None:
 
 
 def test_stage_flows_standalone(tmp_path: Path) -> None:
-    from flows.aggregate import aggregate
     from flows.efficiency import efficiency
     from flows.ingest import ingest
     from flows.judge import judge
+    from flows.report import report
 
     spec = write_spec(tmp_path, ["qwen3-4b"])
     assert ingest(spec=str(spec))[0]["new_traces"] == 4
     assert efficiency(spec=str(spec))["segmented"] == 4
     assert judge(spec=str(spec))["judge_calls"] == 0
-    out = aggregate(spec=str(spec), out=str(tmp_path / "r2"))
+    out = report(spec=str(spec), out=str(tmp_path / "r2"))
     assert "teacher_dataset_metrics.csv" in out["files"]
 
 

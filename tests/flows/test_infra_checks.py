@@ -31,7 +31,7 @@ def test_auto_is_the_address_in_ray_address(monkeypatch: pytest.MonkeyPatch) -> 
 def test_ray_init_on_a_cluster_that_is_not_there_fails_at_once() -> None:
     import ray
 
-    from tasks.engines import ensure_ray
+    from tasks.ray_pool import ensure_ray
 
     if ray.is_initialized():
         pytest.skip("Ray is already initialized in this process (ensure_ray would reuse it)")

@@ -21,7 +21,7 @@ from legival_core.stages.efficiency import ensure_steps  # noqa: E402
 from legival_core.stages.ingest import ingest_file  # noqa: E402
 from legival_core.stages.transfer import TransferStage  # noqa: E402
 from legival_core.store import Store  # noqa: E402
-from legival_core.transfer.planner import StudentConfig  # noqa: E402
+from legival_core.transfer.rollout_plan import StudentConfig  # noqa: E402
 from tests.flows._orchestration import small_traces, table_snapshot  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -39,8 +39,8 @@ def test_worker_node_killed_mid_transfer(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
 
     from tasks._driver import close_stores
-    from tasks.engines import get_pool, shutdown_pools
     from tasks.progress import BOARD
+    from tasks.ray_pool import get_pool, shutdown_pools
     from tasks.transfer import ShardStage, run_shard
 
     shutdown_pools()  # no pool or Ray left by another test: the engines must join the cluster below

@@ -13,7 +13,7 @@ from legival_core.stages.efficiency import ensure_steps  # noqa: E402
 from legival_core.stages.ingest import ingest_file  # noqa: E402
 from legival_core.stages.transfer import TransferStage, TransferSummary, rollout_chunk  # noqa: E402
 from legival_core.transfer.students import make_student_backend  # noqa: E402
-from tasks.engines import EnginePool, engine_for  # noqa: E402
+from tasks.ray_pool import EnginePool, engine_for  # noqa: E402
 from tests.conftest import REPO  # noqa: E402
 
 DATA = REPO / "examples" / "data" / "gsm8k_md_eval_cot_5teachers.jsonl"
@@ -96,7 +96,7 @@ def test_ray_starts_and_stops_on_one_owner_thread() -> None:
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from tasks.engines import on_ray_owner_thread
+    from tasks.ray_pool import on_ray_owner_thread
 
     here = on_ray_owner_thread(threading.get_ident)
     with ThreadPoolExecutor(2) as pool:
@@ -107,7 +107,7 @@ def test_ray_starts_and_stops_on_one_owner_thread() -> None:
 def test_prewarm_starts_and_loads_engines_before_work(plan) -> None:
     """The benchmark flow prewarms while efficiency runs: Ray and the actors start and load their
     backends in the background; the work submitted later goes to those same engines."""
-    from tasks.engines import on_ray_owner_thread, shutdown_pools
+    from tasks.ray_pool import on_ray_owner_thread, shutdown_pools
 
     pool = EnginePool(Execution(max_concurrent_engines=2, cpus_per_engine=1, local_cpus=2))
     pool.prewarm(WORK)
@@ -142,7 +142,7 @@ def test_an_engine_lost_more_than_retries_times_fails_the_run(plan) -> None:
     chunk is recreated `retries` times, then the run fails with Ray's actor error (no endless loop,
     nothing yielded)."""
     from legival_core.stages.base import Work
-    from tasks.engines import _actor_died
+    from tasks.ray_pool import _actor_died
 
     ray.init(address="local", num_cpus=2, include_dashboard=False)  # never another test's cluster
     pool = EnginePool(Execution(max_concurrent_engines=1, cpus_per_engine=1, traces_per_chunk=3, retries=1))

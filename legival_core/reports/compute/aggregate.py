@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from legival_core.metrics.base import Direction, metrics_from
-from legival_core.reports.compute.tables import COUNT_COLUMNS, method_columns, teacher_dataset_metrics
+from legival_core.reports.compute.trace_table import COUNT_COLUMNS, method_columns, teacher_dataset_metrics
 from legival_core.transfer.utility import PAIR_COUNT_COLUMNS, TransferTable, group_curves, sotu_from_taus
 
 if TYPE_CHECKING:

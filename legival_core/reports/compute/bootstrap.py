@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from legival_core.intervals import CI_LEVEL, percentile_interval
 from legival_core.metrics.base import Direction, MetricInfo, all_metrics
 from legival_core.reports.compute.stats import rank_values
-from legival_core.reports.compute.tables import trace_level_metrics
+from legival_core.reports.compute.trace_table import trace_level_metrics
 
 if TYPE_CHECKING:
     import numpy as np

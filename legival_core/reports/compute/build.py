@@ -38,8 +38,8 @@ from legival_core.reports.compute.stats import (
     rank_table,
     teacher_student_metrics,
 )
-from legival_core.reports.compute.tables import student_table, trace_table
 from legival_core.reports.compute.trace_export import trace_export
+from legival_core.reports.compute.trace_table import student_table, trace_table
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import report as reads

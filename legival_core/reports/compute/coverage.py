@@ -23,7 +23,7 @@ import json
 from typing import TYPE_CHECKING
 
 from legival_core.metrics.base import MetricInfo, all_metrics
-from legival_core.metrics.quality import DIMENSIONS, QUALITY_METRICS
+from legival_core.quality.group import dimensions, quality_metrics
 from legival_core.registry import entry
 from legival_core.rewards.models import DEFAULT_MODELS
 from legival_core.store import Store
@@ -160,9 +160,9 @@ def _failure_applies(failed_stage: str, metric_stage: str) -> bool:
 
 def _members(info: MetricInfo) -> list[str]:
     dim = info.name.removeprefix("dim_")
-    if dim in DIMENSIONS:
-        return list(DIMENSIONS[dim])
-    return [m for ms in DIMENSIONS.values() for m in ms]
+    if dim in dimensions():
+        return list(dimensions()[dim])
+    return [m for ms in dimensions().values() for m in ms]
 
 
 def _int(v: object) -> int:
@@ -185,7 +185,7 @@ def _base_metric(info: MetricInfo) -> str | None:
     name = info.name.removesuffix("_norm")
     if name == "z3_extraction_rate":
         return "z3_acs"
-    return name if name in QUALITY_METRICS else None
+    return name if name in quality_metrics() else None
 
 
 def summary_line(coverage: pl.DataFrame) -> str:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from legival_core.metrics.quality import DIMENSIONS, LOWER_IS_BETTER, QUALITY_METRICS
 from legival_core.quality.dimensions import dimension_scores
+from legival_core.quality.group import dimensions, lower_is_better, quality_metrics
 from legival_core.store import Store
 from legival_core.store import report as reads
 
@@ -22,7 +22,7 @@ def quality_teacher_table(store: Store, group_by: Sequence[str] = ("teacher", "d
     import polars as pl
 
     keys = list(group_by)
-    rows = reads.quality_rows(store, QUALITY_METRICS)
+    rows = reads.quality_rows(store, quality_metrics())
     base = reads.teacher_datasets(store).select(keys).unique(maintain_order=True)
     dims = [k for k in keys if k != "teacher"]
     table = base
@@ -35,6 +35,6 @@ def quality_teacher_table(store: Store, group_by: Sequence[str] = ("teacher", "d
         table = table.join(means, on=keys, how="left").join(z3, on=keys, how="left")
     # one schema whatever ran: every registered metric is a column (empty where not computed)
     table = table.with_columns(pl.lit(None, pl.Float64).alias(c)
-                               for c in (*QUALITY_METRICS, "z3_extraction_rate") if c not in table.columns)
-    table = table.select(*keys, *QUALITY_METRICS, "z3_extraction_rate")
-    return dimension_scores(table, DIMENSIONS, dims, LOWER_IS_BETTER).sort(keys)
+                               for c in (*quality_metrics(), "z3_extraction_rate") if c not in table.columns)
+    table = table.select(*keys, *quality_metrics(), "z3_extraction_rate")
+    return dimension_scores(table, dimensions(), dims, lower_is_better()).sort(keys)

@@ -25,9 +25,9 @@ from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from legival_core.metrics.base import MetricInfo, all_metrics
-from legival_core.metrics.quality import QUALITY_METRICS
 from legival_core.monitor.stats import CONDITIONS
 from legival_core.quality.clarity import ClarityRaw
+from legival_core.quality.group import quality_metrics
 from legival_core.reports.compute.aggregate import pair_frame
 from legival_core.reports.compute.rm_scores import column_name, rm_scores
 from legival_core.store import Store
@@ -78,7 +78,7 @@ def trace_export(store: Store | None, data: ReportData) -> pl.DataFrame:
     import polars as pl
 
     t = data.traces.join(per_trace_transfer(data), on="tix", how="left")
-    quality = reads.quality_rows(store, QUALITY_METRICS, with_detail=True) if store is not None else None
+    quality = reads.quality_rows(store, quality_metrics(), with_detail=True) if store is not None else None
     if quality is not None and quality.height:
         ok = quality.filter(pl.col("status") == "ok")
         wide = ok.pivot(on="metric", index="trace_id", values="value", aggregate_function="first")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from legival_core.reports.compute.aggregate import aggregate, index_traces, pair_frame
 from legival_core.reports.compute.data import ReportConfig
-from legival_core.reports.compute.tables import student_table, trace_table
+from legival_core.reports.compute.trace_table import student_table, trace_table
 from legival_core.store import Store
 from legival_core.store import report as reads
 from legival_core.transfer.utility import empty_depths, transfer_table

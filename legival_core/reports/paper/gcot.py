@@ -9,7 +9,7 @@ per-trace export (`trace_export`):
   dimension score (mean of its min-max normalised metrics), its rank, the metrics it rests on, and
   Spearman rho of the dimension with the Global Index across teachers.
 
-The metric lists are the registry's (`metrics.quality`: the clarity group, each metric's dimension).
+The metric lists are the registry's (`quality.group`: the clarity group, each metric's dimension).
 One schema whatever ran: a number that cannot be computed (most informativeness models are not
 installed on a CPU machine) is empty with `status` and `detail` saying why (`missing.Why`).
 """
@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from legival_core.metrics.quality import DIMENSIONS, METRIC_GROUPS
+from legival_core.quality.group import dimensions, metric_groups
 from legival_core.reports.compute.coverage import COMPUTED, TOO_FEW
 from legival_core.reports.compute.missing import Why
 from legival_core.reports.compute.stats import rank_values, spearman
@@ -35,16 +35,16 @@ GLOBAL_INDEX = "global_index"
 
 def clarity_metrics() -> list[str]:
     """The clarity group's rows (CLX and its four components), registry order."""
-    return list(METRIC_GROUPS["clarity"])
+    return list(metric_groups()["clarity"])
 
 
 def clx_metric() -> str:
     """The clarity dimension's one metric, CLX."""
-    return DIMENSIONS["clarity"][0]
+    return dimensions()["clarity"][0]
 
 
 def informativeness_metrics() -> list[str]:
-    return list(DIMENSIONS.get("informativeness", ()))
+    return list(dimensions().get("informativeness", ()))
 
 
 def _float(v: object) -> float | None:
@@ -143,8 +143,8 @@ def dimension_table(teacher_metrics: pl.DataFrame, why: Why) -> pl.DataFrame:
         return [_float(v) for v in teacher_metrics[name].cast(pl.Float64).to_list()]
 
     gi = col(GLOBAL_INDEX)
-    dims: dict[str, tuple[str, list[str]]] = {d: (f"dim_{d}", list(ms)) for d, ms in DIMENSIONS.items()}
-    dims[GLOBAL_INDEX] = (GLOBAL_INDEX, [f"dim_{d}" for d in DIMENSIONS])
+    dims: dict[str, tuple[str, list[str]]] = {d: (f"dim_{d}", list(ms)) for d, ms in dimensions().items()}
+    dims[GLOBAL_INDEX] = (GLOBAL_INDEX, [f"dim_{d}" for d in dimensions()])
     rows = []
     for dim, (column, members) in dims.items():
         scores = col(column)
@@ -156,7 +156,7 @@ def dimension_table(teacher_metrics: pl.DataFrame, why: Why) -> pl.DataFrame:
             if scores[i] is not None:
                 status, detail = COMPUTED, ""
             else:
-                bases = members if dim != GLOBAL_INDEX else [m for ms in DIMENSIONS.values() for m in ms]
+                bases = members if dim != GLOBAL_INDEX else [m for ms in dimensions().values() for m in ms]
                 status, detail = why.worst(t, bases)
             rows.append((dim, t, scores[i], None if np.isnan(ranks[i]) else int(ranks[i]), len(present),
                          ";".join(present), status, detail, c.rho, c.n))

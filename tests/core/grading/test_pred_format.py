@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from legival_core.datasets import get_dataset
+from legival_core.datasets.batch_grade import grade_jsonl
 from legival_core.grading import (
     extract_answer,
     first_answer_complete,
@@ -18,7 +19,6 @@ from legival_core.grading import (
     to_fraction,
 )
 from legival_core.grading.records import jsonl_records, read_jsonl
-from legival_core.stages.batch_grade import grade_jsonl
 from legival_core.types import Problem
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from legival_core.datasets.math import JUDGE_RUBRIC as SYSTEM_MATH
 from legival_core.judges import (
-    CostLimitExceeded,
     GeminiJudge,
     JudgeError,
     JudgeLimits,
@@ -24,6 +23,7 @@ from legival_core.judges import (
 )
 from legival_core.judges.base import BaseJudge
 from legival_core.judges.prompt import system_prompt, user_prompt
+from legival_core.llm.cost import CostLimitExceeded
 from legival_core.registry import get
 from tests.fakes import Canned, judgement
 from tests.fakes.gemini_server import FakeGemini, last_user_text

@@ -349,7 +349,7 @@ def _trace_frame(keys: list[tuple[str, str, str]]):  # type: ignore[no-untyped-d
     import polars as pl
 
     from legival_core.metrics.base import stored_trace_metrics
-    from legival_core.reports.compute.tables import with_derived_columns
+    from legival_core.reports.compute.trace_table import with_derived_columns
 
     n = len(keys)
     cols: dict[str, object] = {

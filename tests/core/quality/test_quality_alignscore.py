@@ -151,7 +151,7 @@ def test_tiny_checkpoint_through_the_real_loader(tiny: tuple[Path, Path]) -> Non
 
 
 def test_the_stage_writes_both_directions(tiny: tuple[Path, Path]) -> None:
-    from legival_core.stages.quality_computers import QualityConfig, QualityUnit, group_defs, load_computer
+    from legival_core.quality.group import QualityConfig, QualityUnit, group_defs, load_computer
 
     ckpt, backbone = tiny
     cfg = QualityConfig(alignscore_ckpt=str(ckpt), alignscore_backbone=str(backbone))
@@ -276,7 +276,7 @@ def test_bertscore_through_bert_score_with_a_tiny_deberta(tmp_path: Path) -> Non
     assert score([refs[0]], [refs[0]]) == pytest.approx([1.0], abs=1e-5)  # identical texts: F = 1 -> 1
 
     # the quality stage's computer: candidate = the answer after the trace, reference = the trace
-    from legival_core.stages.quality_computers import QualityConfig, QualityUnit, group_defs, load_computer
+    from legival_core.quality.group import QualityConfig, QualityUnit, group_defs, load_computer
 
     cfg = QualityConfig(bertscore_model=str(d))
     g = group_defs(cfg)["bertscore"]

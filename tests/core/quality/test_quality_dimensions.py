@@ -5,13 +5,13 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from legival_core.metrics.quality import DIMENSIONS, LOWER_IS_BETTER
 from legival_core.quality.dimensions import dimension_correlations, dimension_scores, spearman
+from legival_core.quality.group import dimensions, lower_is_better
 
 
 def registered(table: pl.DataFrame, group_by: tuple[str, ...] = ()) -> pl.DataFrame:
-    """Dimension scores with the registered dimensions (`metrics.quality`)."""
-    return dimension_scores(table, DIMENSIONS, group_by, LOWER_IS_BETTER)
+    """Dimension scores with the registered dimensions (`quality.group`)."""
+    return dimension_scores(table, dimensions(), group_by, lower_is_better())
 
 
 def test_minmax_inversion_dimensions_and_global_index() -> None:

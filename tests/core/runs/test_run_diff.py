@@ -254,7 +254,7 @@ def test_a_code_version_bump_recomputes_that_metric_only(demo_db: Path, tmp_path
         real = base.stored_trace_metrics
         monkeypatch.setattr(base, "stored_trace_metrics",
                             lambda stage=None: [bumped if m.name == "token_len" else m for m in real(stage)])
-        for mod in ("legival_core.stages.efficiency", "legival_core.reports.compute.tables", "legival_core.runs.record"):
+        for mod in ("legival_core.stages.efficiency", "legival_core.reports.compute.trace_table", "legival_core.runs.record"):
             monkeypatch.setattr(f"{mod}.stored_trace_metrics", base.stored_trace_metrics)
         eff = run_stage(EfficiencyStage(Efficiency()), store)
         assert eff.length_rows == 80 and eff.redundancy_rows == 0 and eff.encoded_sentences == 0

@@ -8,7 +8,7 @@ import pytest
 from legival_core.embed import embed
 from legival_core.metrics.backtracking import lexical_backtracking
 from legival_core.metrics.redundancy import max_prev_similarity, redundancy
-from legival_core.reports.compute.tables import teacher_dataset_metrics, trace_table
+from legival_core.reports.compute.trace_table import teacher_dataset_metrics, trace_table
 from legival_core.segment import segment
 from legival_core.spec import Efficiency
 from legival_core.stages.efficiency import compute_efficiency

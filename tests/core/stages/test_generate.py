@@ -111,6 +111,7 @@ def test_make_teacher_engine_builds_registered_backends_through_the_uniform_fact
     store, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
 ) -> None:
     import legival_core.backends.base as backends_base
+    import legival_core.generation.engines as engines
     from legival_core.generation.engines import make_teacher_engine
 
     calls = []
@@ -120,7 +121,7 @@ def test_make_teacher_engine_builds_registered_backends_through_the_uniform_fact
         calls.append((name, model, dtype, dict(options or {})))
         return real(name, model, dtype, options)
 
-    monkeypatch.setattr(backends_base, "make_backend", spy)
+    monkeypatch.setattr(engines, "make_backend", spy)
     engine = make_teacher_engine("Scripted-Demo", "scripted-demo", {}, None, {"dtype": "bfloat16", "context_length": 999})
     assert calls == []  # lazy: nothing built yet
     cfg = ModelConfig(name="demo", model="scripted-demo")
@@ -132,6 +133,10 @@ def test_make_teacher_engine_builds_registered_backends_through_the_uniform_fact
         make_teacher_engine("nosuch", None, {}, None)
     with pytest.raises(ValueError, match="base URL"):
         make_teacher_engine("openai", "m", {}, None)
+    # the chat endpoint is the registry's word (`BackendInfo.chat_teacher`), whatever the spelling
+    chat = make_teacher_engine("OpenAI", "m", {}, None, {"concurrency": 2}, base_url="http://127.0.0.1:9/v1/")
+    assert isinstance(chat, ChatEndpointEngine) and (chat.base_url, chat.concurrency) == ("http://127.0.0.1:9/v1", 2)
+    chat.close()
 
 
 def test_generate_cli_defaults_come_from_the_spec_and_the_model_config(tmp_path: Path) -> None:

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from legival_core.judges import (
-    CostLimitExceeded,
     GeminiJudge,
     JudgeLimits,
     JudgeRequest,
     JudgeResult,
 )
 from legival_core.judges.records import BatchStatus
+from legival_core.llm.cost import CostLimitExceeded
 from legival_core.stages.ingest import ingest_file
 from legival_core.stages.judge import judge_key, judge_missing, select_traces
 from legival_core.store import Store
@@ -436,8 +436,9 @@ def test_the_registry_knows_every_judge_and_what_it_is() -> None:
 
 
 def test_make_judge_builds_by_name(gemini: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
-    from legival_core.judges import MissingAPIKey, OpenAICompatJudge, Prices
+    from legival_core.judges import MissingAPIKey, OpenAICompatJudge
     from legival_core.judges import make_judge as build
+    from legival_core.llm.cost import Prices
     from legival_core.registry import UnknownName
 
     for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "LEGIVAL_OPENAI_BASE_URL"):

@@ -50,8 +50,8 @@ def test_without_isolate_a_dying_unit_stops_the_run() -> None:
 
 def test_the_z3_stage_isolates_its_traces() -> None:
     """The Z3 group's work carries the isolation (error rows with the reason, every Z3 metric)."""
+    from legival_core.quality.group import QualityConfig, QualityUnit, group_defs
     from legival_core.stages.quality import FailedUnit, QualityBatch
-    from legival_core.stages.quality_computers import QualityConfig, QualityUnit, group_defs
 
     g = group_defs(QualityConfig())["z3"]
     (batch,) = FailedUnit(g)(QualityUnit("t1", "gsm8k", "1 + 1 = 2", "", "q"), "timed out after 60 s")

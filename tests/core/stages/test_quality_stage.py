@@ -11,15 +11,14 @@ from typing import Any
 import pytest
 
 from legival_core.catalog import MPNET, SMOLLM2
-from legival_core.metrics.quality import resolve_groups
 from legival_core.quality._local import Unavailable
 from legival_core.quality.clarity import clarity
+from legival_core.quality.group import group_defs, resolve_groups
 from legival_core.registry import entry
 from legival_core.reports.compute.quality_table import quality_teacher_table
 from legival_core.stages.base import store_access
 from legival_core.stages.ingest import ingest_file
 from legival_core.stages.quality import QualityConfig, QualityStage, compute_quality
-from legival_core.stages.quality_computers import group_defs
 from legival_core.store import Store
 from tests._cli import legival as run_legival
 from tests._sql import rows
@@ -230,7 +229,7 @@ def test_z3_jss_and_rcr_are_null_unless_fas0_is_1() -> None:
     """The paper defines JSS and RCR on sound traces only (FAS0 = 1); elsewhere they are NULL with
     status 'undefined' and the reason, so a teacher's mean of 'ok' rows is a mean over its FAS0 = 1
     traces."""
-    from legival_core.stages.quality_computers import QualityUnit, load_computer
+    from legival_core.quality.group import QualityUnit, load_computer
 
     cfg = QualityConfig(z3_workers=1)
     run = load_computer(group_defs(cfg)["z3"], cfg)

@@ -90,7 +90,7 @@ def test_rollouts_two_pass_grading_and_resume(loaded: Store) -> None:
 def test_overflow_is_recorded_not_graded(loaded: Store) -> None:
     # the scripted tokenizer counts words; the k=7 prompt has more words than the k=0 prompt
     k0_len = len(ScriptedBackend(script).render_chat(
-        __import__("legival_core.transfer.planner", fromlist=["x"]).student_messages(
+        __import__("legival_core.transfer.rollout_plan", fromlist=["x"]).student_messages(
             __import__("legival_core.datasets", fromlist=["x"]).get_dataset("gsm8k").system_prompt, "How much?", ""), True).split())
     backend = ScriptedBackend(script, context_length=k0_len + 10)
     s = run_transfer(loaded, backend, student_config(backend="scripted", model="scripted-small", max_new_tokens=50))

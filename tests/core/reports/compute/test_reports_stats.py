@@ -30,7 +30,7 @@ from legival_core.reports.compute.stats import (
     rank_values,
     spearman,
 )
-from legival_core.reports.compute.tables import with_derived_columns as with_derived
+from legival_core.reports.compute.trace_table import with_derived_columns as with_derived
 from legival_core.store import Store
 from legival_core.transfer.utility import empty_depths, transfer_table
 from tests._sql import rows

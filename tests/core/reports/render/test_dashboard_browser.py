@@ -21,8 +21,8 @@ from legival_core.reports.stage import ReportConfig, build_reports
 from legival_core.store import Store
 from tests._cli import legival
 from tests.conftest import REPO
-from tests.core.reports.test_demo_snapshot import load_demo_store
 from tests.core.reports.render.test_serve import serving
+from tests.core.reports.test_demo_snapshot import load_demo_store
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

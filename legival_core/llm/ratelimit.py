@@ -1,9 +1,7 @@
-"""Client-side limits shared by every judge: a requests-per-minute token bucket and backoff delays."""
+"""A client-side requests-per-minute limit: a token bucket shared by the threads of one client (a judge)."""
 
 from __future__ import annotations
 
-import email.utils
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -50,28 +48,3 @@ class RateLimiter:
         if wait > 0:
             self._sleep(wait)
         return wait
-
-
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
-    """Exponential backoff with "equal jitter": half of min(cap, base * 2**attempt) fixed, half random."""
-    r = rng or random
-    ceiling = min(cap, base * (2.0**attempt))
-    return ceiling / 2.0 + r.uniform(0.0, ceiling / 2.0)
-
-
-def parse_retry_after(value: str | None, now: Callable[[], float] = time.time) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None when absent or unreadable."""
-    if value is None:
-        return None
-    v = value.strip()
-    if not v:
-        return None
-    try:
-        return max(0.0, float(v))
-    except ValueError:
-        pass
-    try:
-        dt = email.utils.parsedate_to_datetime(v)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, dt.timestamp() - now())

@@ -1,8 +1,9 @@
-"""The run's circuit breaker: stop sending when the judge's endpoint cannot be reached at all.
+"""A run's circuit breaker: stop sending when a model endpoint cannot be reached at all.
 
 A refused, unknown or unreachable endpoint fails every call in milliseconds; trying each of thousands
 of traces (and storing each as `failed`, which a rerun then skips) helps nobody. One `Breaker` spans a
-run (`legival judge`: the whole stage, every chunk; a bare `judge_many` call: that call):
+run (for a judge, `legival judge`: the whole stage, every chunk; a bare `judge_many` call: that call);
+`retry.call_with_retries` tells it what each call met:
 
 - until a call of the run reaches the server (any HTTP answer, an error status included), it is
   PROBING: at most `open_after` traces may be in flight or already lost to connection failures, so
@@ -13,7 +14,7 @@ run (`legival judge`: the whole stage, every chunk; a bare `judge_many` call: th
 - once any call reaches the server it is CLOSED for the rest of the run: full concurrency, and a
   later connection failure is an ordinary failed trace (an outage mid-run does not open it).
 
-Thread-safe: the judge's worker threads share it.
+Thread-safe: a client's worker threads share it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 
-log = logging.getLogger("legival_core.judges")
+log = logging.getLogger(__name__)
 
 
 class Breaker:

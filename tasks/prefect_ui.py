@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("legival.orchestration")
 
-STAGE_LABELS = {"aggregate": "report"}
 """The benchmark's lap names that its task runs name differently."""
 
 
@@ -107,10 +106,10 @@ def benchmark_stages(spec: BenchmarkSpec) -> list[str]:
     """The benchmark flow's stages (its lap names) that this spec runs."""
     return ["ingest", "efficiency", *(["transfer"] if spec.transfer.enabled else []),
             *(["judge"] if spec.judge.enabled else []), *(["quality"] if spec.quality.enabled else []),
-            *(["rewards"] if spec.rewards.enabled else []), *(["monitor"] if spec.monitor.enabled else []), "aggregate"]
+            *(["rewards"] if spec.rewards.enabled else []), *(["monitor"] if spec.monitor.enabled else []), "report"]
 
 
-class BenchmarkMonitor:
+class BenchmarkProgress:
     """The benchmark flow's laps, reported to its progress artifact; its closing log and ranking."""
 
     def __init__(self, spec: BenchmarkSpec, laps: Laps) -> None:
@@ -131,14 +130,14 @@ class BenchmarkMonitor:
 
 
 @contextmanager
-def monitor_benchmark(spec: BenchmarkSpec, teachers: list[str], laps: Laps) -> Iterator[BenchmarkMonitor]:
+def benchmark_progress(spec: BenchmarkSpec, teachers: list[str], laps: Laps) -> Iterator[BenchmarkProgress]:
     """Tags (see `tagged`) and the run's progress artifact, from now until the block ends; a failure
     is written into the artifact before it propagates."""
     shards = len(spec.students) * len(teachers) * len(spec.datasets) if spec.transfer.enabled else 0
     with tagged(spec, teachers):
-        BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec), shards, STAGE_LABELS))
+        BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec), shards))
         try:
-            yield BenchmarkMonitor(spec, laps)
+            yield BenchmarkProgress(spec, laps)
         except BaseException as e:
             BOARD.fail_run(e)
             raise
