@@ -77,7 +77,7 @@ def student_phase(backend: Any, traces: list[tuple[Any, str]], max_new_tokens: i
     from legival_core.datasets.base import get_dataset
     from legival_core.segment import segment
     from legival_core.transfer.depths import rollout_depths
-    from legival_core.transfer.planner import student_messages
+    from legival_core.transfer.rollout_plan import student_messages
 
     spec = get_dataset("gsm8k")
     reqs = []
