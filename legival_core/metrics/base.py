@@ -123,7 +123,7 @@ class MetricInfo:
     """The gCoT dimension a text-quality metric belongs to (`dim_<group>`), else None."""
     inputs: tuple[TraceMetric, ...] = ()
     """Source "derived": the stored per-trace metrics its `derive` reads (besides the grades), so a
-    run diff names them as a cause of its change (`reports.runs.dependencies`)."""
+    run diff names them as a cause of its change (`runs.record.dependencies`)."""
 
     @property
     def ranked(self) -> bool:

@@ -5,7 +5,7 @@ value, their difference, the 95% percentile interval of the difference over the 
 replicates of both runs (the replicates resample problems; with the same seed and the same problems
 the two runs draw the same resamples, so the interval of an unchanged teacher is exactly zero),
 `outside_ci` = the interval excludes 0, the rank before and after, and the cause as far as the store
-knows it: the run records' producer versions (`reports.runs.dependencies`: a metric's parameters or
+knows it: the run records' producer versions (`runs.record.dependencies`: a metric's parameters or
 code version, the students, the graders, the judge) and inputs (new or replaced traces, new rollouts),
 else the teachers added or removed (ranks and cross-teacher normalisations move with them).
 
