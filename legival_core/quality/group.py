@@ -28,7 +28,7 @@ from legival_core.quality.cohesion import DEFAULT_CROSS_ENCODER, DEFAULT_MOMENTU
 from legival_core.quality.consistency import DEFAULT_FACTCC_MODEL, DEFAULT_NLI_MODEL, NLI_WINDOW
 from legival_core.quality.informativeness import DEFAULT_BERTSCORE_MODEL, DEFAULT_BLEURT_CKPT
 from legival_core.quality.z3_ir import DEFAULT_TIMEOUT_MS
-from legival_core.registry import entries, register
+from legival_core.registry import entries, get, register
 from legival_core.types import canonical_json
 
 SECTION = "SPEC §6 (gCoT)"
@@ -220,10 +220,15 @@ def group_defs(cfg: QualityConfig) -> dict[str, Group]:
     return {g.name: g.at(cfg) for g in quality_groups()}
 
 
+def quality_group(name: str) -> QualityGroup:
+    """The registered group `name`."""
+    group: QualityGroup = get("quality", name)
+    return group
+
+
 def load_computer(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
     """The computer of group `g` with its model loaded, or why its model is not here."""
-    spec: QualityGroup = next(q for q in quality_groups() if q.name == g.name)
-    return spec.load(g, cfg)
+    return quality_group(g.name).load(g, cfg)
 
 
 def resolve_groups(metrics: list[str] | tuple[str, ...] | None) -> list[str]:
@@ -256,6 +261,16 @@ def unavailable_rows(g: Group, trace_ids: Sequence[str], reason: str) -> list[Ro
     """Placeholder rows (value NULL) of every metric of `g`, replaced once its model is installed."""
     detail = {"reason": reason}
     return [row(t, m, g, None, "unavailable", detail) for t in trace_ids for m in g.metrics]
+
+
+def per_unit(g: Group, score: Callable[[QualityUnit], float | None]) -> Computer:
+    """A computer of a one-metric group scoring each unit on its own."""
+    metric = g.metrics[0]
+
+    def run(units: Sequence[QualityUnit]) -> list[Row]:
+        return [row(u.trace_id, metric, g, score(u)) for u in units]
+
+    return run
 
 
 def pairwise(g: Group, score: Callable[[list[str], list[str]], list[float]]) -> Computer:

@@ -34,7 +34,7 @@ from legival_core.quality.group import (
     QualityUnit,
     Row,
     load_computer,
-    quality_groups,
+    quality_group,
     resolve_groups,
     row,
     unavailable_rows,
@@ -164,7 +164,7 @@ class QualityStage:
 
     @property
     def registered(self) -> QualityGroup:
-        return next(g for g in quality_groups() if g.name == self.group)
+        return quality_group(self.group)
 
     @property
     def requires(self) -> tuple[SegmentStage, ...]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from legival_core.quality._local import Unavailable
@@ -13,10 +12,8 @@ from legival_core.quality.group import (
     QualityConfig,
     QualityGroup,
     QualityMetric,
-    QualityUnit,
-    Row,
+    per_unit,
     register_quality_group,
-    row,
 )
 
 METRICS = (QualityMetric("factcc", "probability", "higher", "FactCC consistency of the answer with the trace",
@@ -32,10 +29,7 @@ def load(g: Group, cfg: QualityConfig) -> Computer | Unavailable:
     if isinstance(score, Unavailable):
         return score
 
-    def run(units: Sequence[QualityUnit]) -> list[Row]:
-        return [row(u.trace_id, "factcc", g, score(u.reasoning, u.answer_text)) for u in units]
-
-    return run
+    return per_unit(g, lambda u: score(u.reasoning, u.answer_text))
 
 
 FACTCC = register_quality_group(QualityGroup(
