@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
+from typing import Any
 
 from legival_core.spec import BenchmarkSpec, Execution, Teacher, load_spec
 
@@ -22,6 +23,28 @@ def load_run(spec: str, db: str | None = None, out: str | None = None) -> tuple[
 
 def selected_teachers(s: BenchmarkSpec, names: list[str] | None) -> list[Teacher]:
     return list(s.teachers) if not names else [s.teacher(n) for n in names]
+
+
+def run_registered(name: str, spec: str, db: str | None = None, *, teachers: list[str] | None = None,
+                   out: str | None = None, enable: str | None = None) -> list[Any]:
+    """The flow of one registered stage: its jobs for the spec, as tasks, in the driver session;
+    their results. `enable`: the spec section to switch on first (a flow asked for by name runs even
+    when the section is not enabled)."""
+    from tasks.prefect_ui import tagged
+    from tasks.stages import run_jobs, run_shards, stage_jobs
+
+    s, dbp, outp = load_run(spec, db, out)
+    if enable is not None:
+        s = s.model_copy(update={enable: getattr(s, enable).model_copy(update={"enabled": True})})
+    from legival_core.stages.registered import stage_info
+
+    info = stage_info(name)
+    jobs = stage_jobs(name, s, teachers, outp)
+    chosen = selected_teachers(s, teachers)
+    with driver_session(dbp, s.execution), tagged(s, [t.name for t in chosen] if teachers else None):
+        if info.shards:
+            return run_shards(dbp, info, jobs, s)[0]
+        return run_jobs(dbp, info, jobs, s)
 
 
 @contextmanager

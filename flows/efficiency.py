@@ -4,14 +4,12 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import driver_session, load_run
-from tasks.prefect_ui import run_name, tagged
-from tasks.stages import efficiency_task
+from flows._common import run_registered
+from legival_core.stages.registered import summary_dict
+from tasks.prefect_ui import run_name
 
 
 @flow(name="efficiency", flow_run_name=run_name("efficiency"))
 def efficiency(spec: str, db: str | None = None) -> dict[str, Any]:
     """Lengths, redundancy and lexical backtracking for every trace that lacks them."""
-    s, dbp, _ = load_run(spec, db)
-    with driver_session(dbp, s.execution), tagged(s):
-        return efficiency_task(dbp, s.efficiency, s.execution)
+    return summary_dict(run_registered("efficiency", spec, db)[0])

@@ -4,14 +4,12 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import driver_session, load_run
-from tasks.prefect_ui import run_name, tagged
-from tasks.stages import quality_task
+from flows._common import run_registered
+from legival_core.stages.registered import summary_dict
+from tasks.prefect_ui import run_name
 
 
 @flow(name="quality", flow_run_name=run_name("quality"))
 def quality(spec: str, db: str | None = None) -> dict[str, Any]:
     """gCoT text-quality dimensions for the traces that lack them."""
-    s, dbp, _ = load_run(spec, db)
-    with driver_session(dbp, s.execution), tagged(s):
-        return quality_task(dbp, s.quality)
+    return summary_dict(run_registered("quality", spec, db, enable="quality")[0])

@@ -11,9 +11,9 @@ from legival_core.crashlog import causes, crash_message
 def input_error(e: BaseException) -> BaseException | None:
     """The error of the user's input (a spec, a trace file, a store, a plugin) in the chain of causes:
     those carry a message that says what to fix, and are exit 2 without a crash log."""
+    from legival_core.grading.trace_records import IngestError
     from legival_core.registry import PluginError
     from legival_core.spec import SpecError
-    from legival_core.stages.trace_records import IngestError
     from legival_core.store import StoreError
 
     return next((c for c in causes(e) if isinstance(c, PluginError | StoreError | SpecError | IngestError)), None)

@@ -2,7 +2,7 @@
 
 - Names: flow runs are named after the spec (`benchmark legival-demo`, `transfer legival-demo`, with
   the teachers when a run is restricted to some: `benchmark legival-demo (gpt-oss-20b)`); task runs
-  after their stage (`tasks/stages.py`, `tasks/transfer.py`).
+  after their stage's job (`tasks/stages.py`: `ingest <teacher>`, `transfer <teacher> x <dataset> x <student>`).
 - Tags: `spec:<spec name>` and `teacher:<name>` per teacher of the run, on the flow run itself (added
   to its deployment's tags), and on every task run and subflow run started inside it.
 - The benchmark run: its overall progress artifact (`tasks.progress.RunProgress`), its summary
@@ -102,11 +102,13 @@ def _tag_flow_run(names: list[str]) -> None:
         log.warning("flow run not tagged: %s", e)
 
 
-def benchmark_stages(spec: BenchmarkSpec) -> list[str]:
-    """The benchmark flow's stages (its lap names) that this spec runs."""
-    return ["ingest", "efficiency", *(["transfer"] if spec.transfer.enabled else []),
-            *(["judge"] if spec.judge.enabled else []), *(["quality"] if spec.quality.enabled else []),
-            *(["rewards"] if spec.rewards.enabled else []), *(["monitor"] if spec.monitor.enabled else []), "report"]
+def benchmark_stages(spec: BenchmarkSpec, teachers: Iterable[str] | None = None) -> list[str]:
+    """The benchmark flow's stages (its lap names) that this spec runs: the registered stages, in
+    order, that have a job for it (`legival_core.stages.registered`)."""
+    from legival_core.stages.registered import RunContext, stages_in_order
+
+    ctx = RunContext(spec, tuple(teachers) if teachers else None)
+    return [info.name for info in stages_in_order() if info.jobs(ctx)]
 
 
 class BenchmarkProgress:
@@ -135,7 +137,7 @@ def benchmark_progress(spec: BenchmarkSpec, teachers: list[str], laps: Laps) -> 
     is written into the artifact before it propagates."""
     shards = len(spec.students) * len(teachers) * len(spec.datasets) if spec.transfer.enabled else 0
     with tagged(spec, teachers):
-        BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec), shards))
+        BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec, teachers), shards))
         try:
             yield BenchmarkProgress(spec, laps)
         except BaseException as e:

@@ -1,200 +1,141 @@
-"""Per-stage Prefect tasks: ingest and generate (one per teacher), grade, efficiency, judge, quality,
-rewards, monitor, report.
+"""The registered stages as Prefect tasks: one task per `Job` (`legival_core.stages.registered`).
 
-Each is a thin wrapper around one `legival_core` stage run by `run_stage` (the same stage objects the
-CLI commands run), computing only what the store lacks. Task runs are named after their stage and
-what it runs (`ingest <teacher>`, `judge lexical`, `quality clarity,cohesion,z3`, `rewards <models>`,
-`monitor <supervisor>`, `report`), and each logs its counts with the run logger. On a Ray cluster (or
-with the section's `num_gpus` set) the efficiency, rewards and monitor stages run their `Work` on
-Ray actors (`tasks.ray_pool.RayExecutor`); else in this process.
+Every stage of a run goes through `stage_task`, whatever the stage: a new stage module needs no task
+of its own. Task runs are named after the job (`ingest <teacher>`, `judge lexical`, `quality
+clarity,cohesion,z3`, `rewards <model>`, `monitor <supervisor>`, `report`), retried as the stage's
+registration says (`retry`, `retries`), and log their counts with the run logger. On a Ray cluster
+(or with the section's `num_gpus` set) a stage registered with `gpus` runs its `Work` on Ray actors
+(`tasks.ray_pool.RayExecutor`), whose pool is released after the job; else in this process. A
+shard stage (transfer) runs its jobs with `run_shards`: one student's shards concurrently on its
+engines, the engines released before the next student's load.
 `cache_policy=NO_CACHE`: the cross-run cache is DuckDB, keyed by content; Prefect's default key
 includes the flow-run id and would only add bookkeeping.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from legival_core.spec import (
-    BenchmarkSpec,
-    Efficiency,
-    Execution,
-    Ingest,
-    Judge,
-    Monitor,
-    Quality,
-    Rewards,
-    SupervisorModel,
-    Teacher,
-)
+from legival_core.spec import BenchmarkSpec, Execution
+from legival_core.stages.registered import Job, RunContext, StageInfo, stage_info, summary_dict
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
-from tasks.prefect_ui import publish_changes, publish_plan, run_logger
+from tasks.prefect_ui import publish_markdown, publish_plan, run_logger
 from tasks.progress import BOARD
 
-
-class GeneratingTeacher(RuntimeError):
-    """A teacher with `generate:` given to ingest: its traces come from `generate_task`."""
-
-
-@dataclass(slots=True)
-class IngestResult:
-    teacher: str
-    files: list[dict[str, Any]] = field(default_factory=list)
-    new_traces: int = 0
-    already_stored: int = 0
+RETRY_CONDITIONS: dict[str, Callable[..., bool] | None] = {
+    "transient": retry_transient, "generation": retry_generation, "never": None}
 
 
-@task(name="ingest", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
-      task_run_name="ingest {teacher.name}")
-def ingest_teacher_task(db: str, teacher: Teacher, limits: Ingest | None = None) -> IngestResult:
-    return ingest_teacher(db, teacher, limits)
+def stage_jobs(name: str, spec: BenchmarkSpec, teachers: list[str] | None = None, out: str | None = None,
+               run: dict[str, Any] | None = None) -> list[Job]:
+    """The jobs of the registered stage `name` for this spec (empty when its section is off)."""
+    return stage_info(name).jobs(RunContext(spec, tuple(teachers) if teachers else None,
+                                            Path(out) if out else None, run or {}))
 
 
-def ingest_teacher(db: str, teacher: Teacher, limits: Ingest | None = None) -> IngestResult:
-    """Ingest a teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
-    from legival_core.stages.ingest import ingest_spec_file
-
-    if teacher.generate is not None:
-        raise GeneratingTeacher(
-            f"teacher {teacher.name!r} generates its traces ({teacher.generate.backend}, {teacher.generate.model}); "
-            "it has no trace files to ingest: run `legival generate --spec` or `legival run`"
-        )
-    r = IngestResult(teacher.name)
-    for path in teacher.traces:
-        s = ingest_spec_file(lambda: locked_store(db), path, teacher.name, teacher.select, limits or Ingest())
-        r.files.append(s.as_dict())
-        r.new_traces += s.new_traces
-        r.already_stored += s.already_stored
-    BOARD.event("ingest", teacher=teacher.name, new_traces=r.new_traces)
-    run_logger().info("ingest %s: %d new traces, %d already stored (%d files)", teacher.name, r.new_traces,
-                      r.already_stored, len(r.files))
-    return r
+def with_retries(t: Any, info: StageInfo, execution: Execution, label: str) -> Any:
+    """`t` with the stage's retry policy and the job's task-run name."""
+    retries = execution.retries if info.retries is None else info.retries
+    condition = RETRY_CONDITIONS[info.retry] if retries else None
+    return t.with_options(name=info.name, task_run_name=label, retries=retries,
+                          retry_delay_seconds=info.retry_delay_s, retry_condition_fn=condition)
 
 
-@dataclass(slots=True)
-class GenerateResult:
-    teacher: str
-    datasets: list[dict[str, Any]] = field(default_factory=list)
-    generated: int = 0
-    cached: int = 0
-    new_traces: int = 0
-    already_stored: int = 0
+@task(name="stage", cache_policy=NO_CACHE)
+def stage_task(db: str, job: Job, spec: BenchmarkSpec) -> Any:
+    return run_job(db, job, spec)
 
 
-@task(name="generate", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10,
-      retry_condition_fn=retry_generation, task_run_name="generate {teacher.name}")
-def generate_task(db: str, teacher: Teacher, datasets: list[str]) -> GenerateResult:
-    return generate_teacher(db, teacher, datasets)
+def run_job(db: str, job: Job, spec: BenchmarkSpec, executor: Any = None) -> Any:
+    """One job of a stage on the driver's store: on Ray when its registration says so
+    (`StageInfo.gpus`, `ray_executor`) unless `executor` is given (a shard's engine pool), its
+    progress as events of the progress file, its counts logged, the engine pool it names released after."""
+    info = stage_info(job.stage)
+    release = executor is None
+    if executor is None and info.gpus is not None:
+        executor = ray_executor(spec.execution, info.gpus(spec))
 
+    def progress(done: int, total: int) -> None:
+        BOARD.event(job.stage, job=job.label, done=done, total=total)
 
-def generate_teacher(db: str, teacher: Teacher, datasets: list[str]) -> GenerateResult:
-    """Generate a teacher's traces on the driver (the only DuckDB writer) with `run_generate`: one
-    engine per teacher for all its datasets (the model loads on first use: prompts are rendered by
-    its chat template). A retry resumes: raw generations are cached per batch, and a rerun generates
-    nothing. `datasets` are the spec's (`generate.datasets` defaults to them)."""
-    from legival_core.datasets.base import get_dataset
-    from legival_core.generation.config import load_model_config
-    from legival_core.generation.engines import make_teacher_engine
-    from legival_core.stages.generate import run_generate
-
-    g = teacher.generate
-    if g is None:
-        raise ValueError(f"teacher {teacher.name!r} has trace files, not `generate`")
-    jobs = g.jobs(datasets, teacher.name)
-    cfg = load_model_config(g.config, g.model)
-    engine = make_teacher_engine(g.backend, g.model, cfg.chat_template_kwargs, cfg.tokenizer, g.backend_options,
-                                 g.base_url)
-    r = GenerateResult(teacher.name)
     try:
-        for dataset, path in jobs:
-            spec = get_dataset(dataset)
-            items = list(spec.load(path, g.format))[: g.limit]
-
-            def progress(done: int, total: int, dataset: str = spec.name) -> None:
-                BOARD.event("generate", teacher=teacher.name, dataset=dataset, done=done, total=total)
-
-            with locked_store(db) as store:
-                s = run_generate(store, engine, teacher.name, spec.name, items, cfg, g.max_new_tokens,
-                                 g.batch_size, progress=progress, greedy=g.decoding == "greedy", seed=g.seed)
-            d = s.as_dict()
-            d["problems_file"] = str(path)
-            r.datasets.append(d)
-            r.generated += s.generated
-            r.cached += s.cached
-            r.new_traces += s.new_traces
-            r.already_stored += s.already_stored
+        result = job.run(lambda: locked_store(db), executor, progress)
     finally:
-        engine.close()
-    run_logger().info("generate %s: %d generated, %d cached, %d new traces", teacher.name, r.generated, r.cached,
-                      r.new_traces)
-    return r
+        if release and executor is not None and job.release is not None:
+            from tasks.ray_pool import release_pool
+
+            release_pool(job.release)
+    d = summary_dict(result)
+    for part in [d, *d.get("rm_models", ())]:
+        if isinstance(part, dict) and part.get("status") == "unavailable":
+            run_logger().warning("%s: unavailable (%s)", job.label, part.get("reason"))
+    BOARD.event(job.stage, job=job.label, **_numbers(d))
+    log_counts(job.label, d)
+    return result
 
 
-@task(name="grade", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient, task_run_name="grade")
-def grade_task(db: str) -> dict[str, Any]:
-    """Grade every trace that has no grade by the current grader of its dataset (after a grader
-    version change this re-grades; new traces were graded when they were stored)."""
-    from legival_core.stages.grade import grade_store
-
-    s = grade_store(lambda: locked_store(db))
-    d: dict[str, Any] = s.as_dict()
-    BOARD.event("grade", graded=d.get("graded", 0))
-    _log_counts("grade", d)
-    return d
+def run_jobs(db: str, info: StageInfo, jobs: list[Job], spec: BenchmarkSpec) -> list[Any]:
+    """A stage's jobs as tasks, one after the other (a shard stage: `run_shards`); its artifacts published."""
+    results = [with_retries(stage_task, info, spec.execution, job.label)(db, job, spec) for job in jobs]
+    if info.artifacts is not None:
+        for kind, markdown in info.artifacts(results).items():
+            publish_markdown(kind, spec.name, markdown, f"{kind} of the {spec.name} benchmark run")
+    return results
 
 
-@task(name="efficiency", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
-      task_run_name="efficiency")
-def efficiency_task(db: str, config: Efficiency, execution: Execution | None = None) -> dict[str, Any]:
-    """On a Ray cluster (or with `efficiency.num_gpus` set) the embedding runs as Ray work: actors with
-    `num_gpus` = `efficiency.num_gpus` (default `execution.gpus_per_engine`); else in this process."""
-    from legival_core.stages.efficiency import compute_efficiency
-
-    s = compute_efficiency(lambda: locked_store(db), config, ray_executor(execution, config.num_gpus))
-    BOARD.event("efficiency", **s.as_dict())
-    _log_counts("efficiency", s.as_dict())
-    return s.as_dict()
+@task(name="shard", cache_policy=NO_CACHE)
+def shard_task(db: str, job: Job, spec: BenchmarkSpec) -> Any:
+    return run_shard_job(db, job, spec.execution)
 
 
-@task(name="judge", cache_policy=NO_CACHE, retries=2, retry_delay_seconds=10, retry_condition_fn=retry_transient,
-      task_run_name="judge {judge.name}")
-def judge_task(db: str, judge: Judge) -> dict[str, Any]:
-    from legival_core.stages.judge import run_judge
+def run_shard_job(db: str, job: Job, execution: Execution) -> Any:
+    """One shard on the students' engine pool (the Ray executor of `execution`), its position on
+    the board (the run's progress artifact, the CLI's bar, the progress file)."""
+    from tasks.ray_pool import RayExecutor
 
-    s = run_judge(lambda: locked_store(db), judge)
-    BOARD.event("judge", judge_calls=s.judge_calls)
-    _log_counts(f"judge {judge.name}", s.as_dict())
-    if s.every_call_failed:  # as `legival judge` exits 2: the run says why instead of looking done
-        raise JudgeCallsFailed(s.failure_note())
-    return s.as_dict()
+    seen: list[int] = []
 
+    def report(done: int, total: int) -> None:
+        """The first call carries the plan's cached rollouts (not committed by this run)."""
+        BOARD.shard(job.label.removeprefix(f"{job.stage} "), done, total, committed=done - seen[-1] if seen else 0)
+        seen.append(done)
 
-class JudgeCallsFailed(RuntimeError):
-    """Every judge call of the stage failed (unreachable endpoint, rejected key): not retried by
-    Prefect (the judge already retried what could succeed); the traces not sent stay to do."""
-
-
-def quality_run_name(parameters: dict[str, Any]) -> str:
-    """`quality clarity,cohesion,z3`: the spec's groups (or metrics); `quality all` by default."""
-    metrics = parameters["quality"].metrics
-    return "quality " + (",".join(metrics) if metrics else "all")
+    result = job.run(lambda: locked_store(db), RayExecutor(execution), report)
+    log_counts(job.label, summary_dict(result))
+    return result
 
 
-@task(name="quality", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
-      task_run_name=quality_run_name)  # type: ignore[arg-type]  # prefect's protocol also asks for a classmethod
-def quality_task(db: str, quality: Quality) -> dict[str, Any]:
-    from legival_core.stages.quality import compute_quality
+def run_shards(db: str, info: StageInfo, jobs: list[Job], spec: BenchmarkSpec) -> tuple[list[Any], int]:
+    """The jobs of a shard stage: those of one engine pool (`Job.release`: one student) concurrently,
+    then that pool released before the next one loads (`execution.max_concurrent_engines` engines of
+    one student fill the cluster, so a second student's engines could not be placed until the
+    first's are gone). After the last pool, every engine and a local Ray stop, so the stages after
+    do not share the CPUs with idle engines. Returns the results and the engines loaded."""
+    from tasks.ray_pool import loaded_engines, release_pool, shutdown_pools
 
-    s = compute_quality(lambda: locked_store(db), quality.metrics)
-    d: dict[str, Any] = s.as_dict()
-    _log_counts(quality_run_name({"quality": quality}), d)
-    return d
+    shard = with_retries(shard_task, info, spec.execution, "")
+    results: list[Any] = []
+    engines = 0
+    pools = list(dict.fromkeys(j.release for j in jobs))
+    for pool in pools:
+        mine = [j for j in jobs if j.release == pool]
+        futures = [shard.with_options(task_run_name=j.label).submit(db, j, spec) for j in mine]
+        results += [f.result() for f in futures]
+        engines += loaded_engines()
+        if pool is not None:
+            release_pool(pool)
+    shutdown_pools()
+    return results, engines
+
+
+def _numbers(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
 def ray_executor(execution: Execution | None, num_gpus: float | None) -> Any:
@@ -206,66 +147,6 @@ def ray_executor(execution: Execution | None, num_gpus: float | None) -> Any:
 
     gpus = execution.gpus_per_engine if num_gpus is None else num_gpus
     return RayExecutor(execution.model_copy(update={"gpus_per_engine": gpus}))
-
-
-def _release(executor: Any, key: str) -> None:
-    """A stage done with its model on Ray: its engines go (their GPUs serve the next model)."""
-    if executor is not None:
-        from tasks.ray_pool import release_pool
-
-        release_pool(key)
-
-
-def rewards_run_name(parameters: dict[str, Any]) -> str:
-    """`rewards skywork-v2-llama-8b,rb2-llama-8b,qwen2.5-math-prm-7b`: the spec's reward models."""
-    return "rewards " + ",".join(s.name for s in parameters["rewards"].specs())
-
-
-@task(name="rewards", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
-      task_run_name=rewards_run_name)  # type: ignore[arg-type]  # as quality_task
-def rewards_task(db: str, rewards: Rewards, execution: Execution | None = None) -> dict[str, Any]:
-    """Every reward model on the traces it has not scored, one model after the other (on a cluster
-    each model's actors are released before the next model loads). A model whose weights are not
-    installed stores `unavailable` rows with the reason (the report's coverage shows it)."""
-    from legival_core.stages.base import run_stage
-    from legival_core.stages.rewards import RewardsStage, RewardSummary
-
-    executor = ray_executor(execution, rewards.num_gpus)
-    summary = RewardSummary()
-    for spec in rewards.specs():
-        stage = RewardsStage(spec, rewards.limit)
-        try:
-            summary.models.append(run_stage(stage, lambda: locked_store(db), executor))
-        finally:
-            _release(executor, stage.work_key)
-    d = summary.as_dict()
-    for m in summary.models:
-        if m.status == "unavailable":
-            run_logger().warning("rewards %s: unavailable (%s)", m.name, m.reason)
-    BOARD.event("rewards", scored=d["rm_scored"], unavailable=d["rm_unavailable"])
-    _log_counts(rewards_run_name({"rewards": rewards}), {m.name: m.scored for m in summary.models})
-    return d
-
-
-@task(name="monitor", cache_policy=NO_CACHE, retries=1, retry_condition_fn=retry_transient,
-      task_run_name="monitor {supervisor.name}")
-def monitor_task(db: str, monitor: Monitor, supervisor: SupervisorModel,
-                 execution: Execution | None = None) -> dict[str, Any]:
-    """The supervisor's verdicts on the items that have none; `status: unavailable` (and nothing
-    stored) when its model is not installed."""
-    from legival_core.stages.monitor import run_monitor_spec, supervisor_stage
-
-    executor = ray_executor(execution, monitor.num_gpus)
-    try:
-        s = run_monitor_spec(lambda: locked_store(db), monitor, supervisor, executor)
-    finally:
-        _release(executor, supervisor_stage(monitor, supervisor).work_key)
-    d: dict[str, Any] = s.as_dict()
-    if s.status == "unavailable":
-        run_logger().warning("monitor %s: unavailable (%s)", supervisor.name, s.reason)
-    BOARD.event("monitor", asked=s.asked, cached=s.cached, status=s.status)
-    _log_counts(f"monitor {supervisor.name}", d)
-    return d
 
 
 @task(name="plan", cache_policy=NO_CACHE, task_run_name="plan")
@@ -291,41 +172,7 @@ def plan_vs_actual(planned: dict[str, Any], transfer: dict[str, Any]) -> dict[st
             "prompt_tokens": {"planned": planned["prompt_tokens"], "actual": transfer.get("prompt_tokens", 0)}}
 
 
-@dataclass(slots=True)
-class ReportTaskResult:
-    out: str
-    files: list[str]
-    dashboard: str | None
-    run_id: str | None = None
-    """The run record stored by this report (a benchmark run), None for a plain report."""
-    run_seq: int | None = None
-    changes: str | None = None
-    """One line: what changed since the previous recorded run (`diff.headline`)."""
-
-
-@task(name="report", cache_policy=NO_CACHE, task_run_name="report")
-def report_task(db: str, out: str, config: Any, record: Any = None) -> ReportTaskResult:
-    """The report stage: tables, Pareto frontier, correlations, dashboard, from the store alone.
-    `config` is a `legival_core.reports.compute.data.ReportConfig`; `record` a `legival_core.runs.record.RunInfo`
-    (a benchmark run: its run record is stored, and what changed since the last run is published)."""
-    from legival_core.reports.stage import ReportStage
-    from legival_core.runs.diff import diff_markdown, headline
-    from legival_core.stages.base import run_stage
-
-    result = run_stage(ReportStage(Path(out), config, record=record), lambda: locked_store(db))
-    files = sorted(result.files)
-    dash = Path(out) / "index.html"
-    run_logger().info("report: %s (%d files); dashboard: %s", out, len(files), dash if dash.is_file() else "(not built)")
-    agg = ReportTaskResult(str(out), files, str(dash) if dash.is_file() else None)
-    ch = result.report.changes if result.report is not None else None
-    if result.recorded is not None and ch is not None:
-        agg.run_id, agg.run_seq, agg.changes = result.recorded.run_id, result.recorded.seq, headline(ch)
-        run_logger().info("run record #%d %s; %s", agg.run_seq, agg.run_id, agg.changes)
-        publish_changes(record.spec_name, diff_markdown(ch))
-    return agg
-
-
-def _log_counts(what: str, counts: dict[str, Any]) -> None:
+def log_counts(what: str, counts: dict[str, Any]) -> None:
     """`what: a=1, b=2, rows.clarity=20` (numbers, and the numbers of nested dicts)."""
     flat = {f"{k}.{k2}" if isinstance(v, dict) else k: v2 for k, v in counts.items()
             for k2, v2 in (v.items() if isinstance(v, dict) else [(k, v)])}

@@ -30,10 +30,20 @@ def list_registry(
         fail(f"unknown kind {kind!r}; choose one of {', '.join(_PLURAL)}")
     summary: dict[str, Any] = {"command": "list"}
     for k in kinds:
-        rows = [_row(k, e) for e in entries(k)]  # type: ignore[arg-type]
+        rows = [_row(k, e) for e in _ordered(k, entries(k))]  # type: ignore[arg-type]
         _print(k, rows)
         summary[_LABEL.get(k, k + "s").replace(" ", "_")] = [r["name"] for r in rows]
     emit_summary(summary)
+
+
+def _ordered(kind: str, found: list[Any]) -> list[Any]:
+    """Stages in the order a run takes them (their `needs`); every other kind by name."""
+    if kind != "stage":
+        return found
+    from legival_core.stages.registered import stages_in_order
+
+    rank = {info.name: i for i, info in enumerate(stages_in_order())}
+    return sorted(found, key=lambda e: rank[e.name])
 
 
 def _row(kind: str, e: Any) -> dict[str, str]:
@@ -46,6 +56,8 @@ def _row(kind: str, e: Any) -> dict[str, str]:
         row["dtypes"] = ", ".join(getattr(meta, "dtypes", ()) or ())
     elif kind == "stage":
         row["command"] = getattr(meta, "command", "")
+        if meta.needs:
+            row["needs"] = ", ".join(meta.needs)
     elif kind == "quality":
         row["metrics"] = ", ".join(e.obj.metric_names)
         row["datasets"] = ", ".join(e.obj.datasets) if e.obj.datasets else "every dataset"
@@ -62,7 +74,7 @@ def _print(kind: str, rows: list[dict[str, str]]) -> None:
     for r in rows:
         head = "  ".join(r.get(k, "").ljust(width[k]) for k in keys)
         tail = r["description"]
-        extra = [f"{k} {r[k]}" for k in ("section", "stage", "metrics", "datasets", "aliases") if r.get(k)]
+        extra = [f"{k} {r[k]}" for k in ("section", "stage", "metrics", "datasets", "needs", "aliases") if r.get(k)]
         if extra:
             tail += f" ({'; '.join(extra)})"
         out_console.print(f"  {head}  {tail}", markup=False, highlight=False, soft_wrap=True)

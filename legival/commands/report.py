@@ -55,7 +55,8 @@ def report(
     from legival_core.reports.compute.coverage import summary_line
 
     data = result.data
-    print_report_table(result.teacher_dataset, data.teacher_metrics if data is not None else None, wide)
+    if result.teacher_dataset is not None:
+        print_report_table(result.teacher_dataset, data.teacher_metrics if data is not None else None, wide)
     if data is not None and data.coverage is not None:
         out_console.print(literal(summary_line(data.coverage)), highlight=False, soft_wrap=True)
     summary: dict[str, object] = {"command": "report", "out": str(out), "files": sorted(result.files),

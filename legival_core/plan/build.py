@@ -1,8 +1,11 @@
 """Build a run's plan from the spec and a store that holds every ingestible trace (`plan_benchmark`).
 
-Every count comes from the stages' own `plan()` on that store (the transfer stage per (teacher,
-dataset, student) shard as the flow runs it, the efficiency, judge and quality stages), so a plan
-is what `legival run` will then compute, not a parallel estimate. `scratch_plan` is what `legival
+Every count comes from the stages' own `plan()` on that store, walked as the run walks them (the
+registered stages in `needs` order, each with the jobs it has for the spec, its `requires` computed
+first): the transfer stage per (teacher, dataset, student) shard as the flow runs it, with prompt
+tokens and time; the efficiency, judge and quality stages with what they cost; any other stage as
+its units to compute and stored. So a plan is what `legival run` will then compute, not a parallel
+estimate. `scratch_plan` is what `legival
 plan` runs: the store's rows copied into a scratch store (`store.scratch`), the spec's trace files ingested,
 graded and segmented there with the same ingest code, and the real store left untouched.
 """
@@ -18,6 +21,8 @@ from legival_core.bulk import spread
 from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
 from legival_core.plan.throughput import Table, ThroughputError, estimate_time, load_table
 from legival_core.spec import BenchmarkSpec, Ingest, Teacher
+from legival_core.stages.base import required, run_stage
+from legival_core.stages.registered import Job, RunContext, stages_in_order
 from legival_core.store import Store
 from legival_core.store import planner as reads
 
@@ -86,6 +91,9 @@ class BenchmarkPlan:
     embedding_model: str = ""
     judge: dict[str, Any] = field(default_factory=dict)
     quality: dict[str, int] = field(default_factory=dict)
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    """The other registered stages this run has jobs for: units to compute and units stored (their
+    stages' own `plan()`; `legival_core.stages.registered`)."""
     times: list[StudentTime] = field(default_factory=list)
     generation_times: list[StudentTime] = field(default_factory=list)
     prompt_tokenizer: dict[str, str] = field(default_factory=dict)
@@ -127,15 +135,37 @@ def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | N
     if any(t.generate is not None for t in chosen):
         p.notes.append("teachers that generate: their transfer rollouts are planned once their traces exist "
                        "(run `legival plan` again after generation)")
-    _efficiency(spec, store, p)
-    if spec.transfer.enabled:
-        _transfer(spec, store, chosen, p, sample, counter_for or _local_counter)
-    if spec.judge.enabled:
-        _judge(spec, store, p)
-    if spec.quality.enabled:
-        _quality(spec, store, p)
+    detailed: dict[str, Callable[[], None]] = {
+        "efficiency": lambda: _efficiency(spec, store, p),
+        "transfer": lambda: _transfer(spec, store, chosen, p, sample, counter_for or _local_counter),
+        "judge": lambda: _judge(spec, store, p),
+        "quality": lambda: _quality(spec, store, p),
+    }
+    ctx = RunContext(spec, tuple(teachers) if teachers else None)
+    for info in stages_in_order():  # as the run walks them, with what each needs computed first
+        jobs = info.jobs(ctx)
+        if not jobs:
+            continue
+        if not store.read_only:
+            for pre in required(info.name):
+                run_stage(pre, store)  # cheap, and what the stage reads (steps)
+        if info.name in detailed:
+            detailed[info.name]()
+        elif any(j.stages for j in jobs):
+            p.stages[info.name] = _count(jobs, store)
     _times(spec, p, table)
     return p
+
+
+def _count(jobs: list[Job], store: Store) -> dict[str, int]:
+    """Units a stage's jobs would compute and units already stored, from their stages' own plans."""
+    units = stored = 0
+    for job in jobs:
+        for st in job.stages:
+            plan = st.plan(store)
+            units += len(plan.units)
+            stored += plan.done
+    return {"units": units, "stored": stored}
 
 
 def scratch_plan(spec: BenchmarkSpec, db: Path, *, teachers: list[str] | None = None, **kwargs: Any) -> BenchmarkPlan:
@@ -203,11 +233,8 @@ def _generation(spec: BenchmarkSpec, chosen: list[Teacher]) -> list[GenerationPl
 
 
 def _efficiency(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
-    from legival_core.stages.base import run_stage
-    from legival_core.stages.efficiency import EfficiencyStage, SegmentStage
+    from legival_core.stages.efficiency import EfficiencyStage
 
-    if not store.read_only:
-        run_stage(SegmentStage(), store)  # cheap, and what transfer and the efficiency stage read
     plan = EfficiencyStage(spec.efficiency).plan(store)
     p.traces_missing_efficiency = len(plan.units)
     p.sentences_to_embed = sum(len(u.spans) for u in plan.units if u.redundancy and u.known_r is None)

@@ -99,6 +99,8 @@ def summary_lines(plan: BenchmarkPlan) -> list[str]:
         out.append("judge: disabled in the spec")
     if plan.quality:
         out.append("quality: " + ", ".join(f"{g} {n:,} traces" for g, n in plan.quality.items()))
+    for name, c in plan.stages.items():
+        out.append(f"{name}: {c['units']:,} to compute, {c['stored']:,} stored")
     for student, source in plan.prompt_tokenizer.items():
         out.append(f"prompt tokens of {student}: {source}")
     for tm in plan.times:

@@ -1,5 +1,6 @@
-"""The report as a stage: plan = read the store and compute every table, commit = record the run
-(a benchmark run), compare it with the previous one, and write the files.
+"""The report as a stage: its one unit is the report; commit reads the store and computes every
+table, records the run (a benchmark run), compares it with the previous one, and writes the files
+(the report is a read model of the store: its work cannot leave the store's process).
 
 `legival report` and the Prefect `report` task both run it through `run_stage`. The rooms it joins:
 `reports.compute` (tables from the store), `runs` (run records and their diff), `reports.paper`
@@ -9,29 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from legival_core.reports.compute.build import compute_report
 from legival_core.reports.compute.data import ReportConfig, ReportData
 from legival_core.reports.render.bundle import Report, bundle
 from legival_core.reports.render.files import write_report
-from legival_core.runs.diff import changes
-from legival_core.runs.record import RecordedRun, RunInfo, record_run
-from legival_core.stages.base import Executor, Plan, register_stage, run_stage
+from legival_core.runs.diff import changes, diff_markdown, headline
+from legival_core.runs.record import RecordedRun, RunInfo, record_run, spec_hash
+from legival_core.stages.base import Executor, Plan, Progress, StoreAccess, run_stage
+from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store
 
 if TYPE_CHECKING:
     import polars as pl
 
 NEEDS = ("grade", "efficiency", "transfer", "judge", "quality", "rewards", "monitor")
-register_stage("report", "legival report --db DB --out DIR", needs=NEEDS,
-               description="tables, ranks, correlations, Pareto frontier, dashboard (SPEC section 5)")
 
 
 @dataclass(slots=True)
 class ReportResult:
-    teacher_dataset: pl.DataFrame
+    out: Path
+    teacher_dataset: pl.DataFrame | None = None
     files: list[str] = field(default_factory=list)
     report: Report | None = None
     """What was written: the computed tables, the paper tables and the changes beside them."""
@@ -41,6 +43,17 @@ class ReportResult:
     @property
     def data(self) -> ReportData | None:
         return self.report.data if self.report is not None else None
+
+    @property
+    def dashboard(self) -> Path | None:
+        dash = self.out / "index.html"
+        return dash if dash.is_file() else None
+
+    @property
+    def changes(self) -> str | None:
+        """One line on what changed since the previous recorded run (a benchmark run's report)."""
+        ch = self.report.changes if self.report is not None else None
+        return headline(ch) if self.recorded is not None and ch is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,15 +65,16 @@ class ReportStage:
     """A benchmark run: store its run record before the files are written, so that diff.csv and the
     dashboard compare it with the previous run (`legival report` records nothing)."""
 
-    def plan(self, store: Store) -> Plan[ReportData, ReportResult]:
-        data = compute_report(store, self.config)
-        return Plan([data], ReportResult(data.teacher_dataset), total=1)
+    def plan(self, store: Store) -> Plan[ReportConfig, ReportResult]:
+        return Plan([self.config], ReportResult(self.out), total=1)
 
-    def run(self, units: Sequence[ReportData], executor: Executor) -> Iterator[list[ReportData]]:
-        yield list(units)  # nothing to compute outside the store: the tables are the plan
+    def run(self, units: Sequence[ReportConfig], executor: Executor) -> Iterator[list[ReportConfig]]:
+        yield list(units)  # nothing to compute outside the store: every table is read from it
 
-    def commit(self, store: Store, results: Sequence[ReportData], plan: Plan[ReportData, ReportResult]) -> int:
-        for data in results:
+    def commit(self, store: Store, results: Sequence[ReportConfig], plan: Plan[ReportConfig, ReportResult]) -> int:
+        for config in results:
+            data = compute_report(store, config)
+            plan.summary.teacher_dataset = data.teacher_dataset
             if self.record is not None:
                 plan.summary.recorded = record_run(store, data, self.record)
             report = bundle(data, store, changes(store))
@@ -72,3 +86,41 @@ class ReportStage:
 def build_reports(store: Store, out: str | Path, config: ReportConfig | None = None) -> ReportResult:
     """`legival report`: compute everything from the store and write the report directory."""
     return run_stage(ReportStage(Path(out), config or ReportConfig()), store)
+
+
+def _report_jobs(ctx: RunContext) -> list[Job]:
+    """The run's report: its record (`legival runs`) holds the summary of the stages before it."""
+    spec, run = ctx.spec, ctx.run
+    out = ctx.out or Path(spec.report.out)
+    started = run.get("started") or datetime.now(UTC)
+    record = RunInfo(spec.name, spec_hash(spec), started, spec_path=run.get("spec_path"),
+                     flow_run_id=run.get("flow_run_id"), ui_url=run.get("ui_url"),
+                     teachers=ctx.teachers, counts=dict(run.get("counts", {})))
+    stage = ReportStage(out, ReportConfig.from_spec(spec), record=record)
+
+    def job(access: StoreAccess, _executor: Executor | None, _progress: Progress | None) -> ReportResult:
+        return run_stage(stage, access)
+
+    return [Job("report", "report", job, (stage,))]
+
+
+def _report_summary(results: list[Any]) -> dict[str, Any]:
+    if not results:
+        return {}
+    r: ReportResult = results[0]
+    dash = r.dashboard
+    return {"report_files": len(r.files), "dashboard": str(dash) if dash is not None else None,
+            "run_id": r.recorded.run_id if r.recorded is not None else None,
+            "run_seq": r.recorded.seq if r.recorded is not None else None, "changes": r.changes}
+
+
+def _report_artifacts(results: list[Any]) -> dict[str, str]:
+    """The `changes-<spec>` artifact: what changed since the previous recorded run."""
+    r = results[0] if results else None
+    ch = r.report.changes if r is not None and r.report is not None and r.recorded is not None else None
+    return {"changes": diff_markdown(ch)} if ch is not None else {}
+
+
+register_stage("report", "legival report --db DB --out DIR", needs=NEEDS, build=_report_jobs,
+               summarize=_report_summary, artifacts=_report_artifacts, order=1000, retries=0,
+               description="tables, ranks, correlations, Pareto frontier, dashboard (SPEC section 5)")

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from legival_core.catalog import MINILM
+from legival_core.grading.trace_records import MAX_TRACE_BYTES
 from legival_core.spec.base import Strict, registered_name, resolve_path
 
 Profile = Literal["spec", "preprint"]
@@ -24,7 +25,7 @@ class Ingest(Strict):
     """The input boundary (`legival ingest`, a spec's trace files, generated records): text is
     validated once, here, and nothing downstream re-validates it."""
 
-    max_trace_bytes: int = Field(default=2_000_000, ge=1, description=(
+    max_trace_bytes: int = Field(default=MAX_TRACE_BYTES, ge=1, description=(
         "a trace whose reasoning + answer is longer (UTF-8 bytes) is skipped and counted (`too_large`), "
         "not stored: a degenerate output of that size is a repetition loop, not reasoning"))
     repair_text: bool = Field(default=False, description=(

@@ -9,8 +9,9 @@ generate, report) is an object with
 
 and `run_stage` drives it the same way for the CLI commands and the Prefect tasks, so they cannot
 drift. A crash loses at most the batches in flight: every committed batch stays, and the next plan
-lists only what is still missing. `needs`, registered once with `register_stage`, names the stages
-whose rows a stage reads (a report says which command computes a missing input); `requires` are cheap stages run first (steps before judge).
+lists only what is still missing. Each stage is registered once (`legival_core.stages.registered`):
+what it needs, the cheap stages run first (`requires`: steps before judge), and what a spec's run
+does with it.
 
 Executors run a `Work` (how to build a worker, e.g. load a model, and what it does with a chunk of
 units): `InProcessExecutor` and `ProcessExecutor` (CPU-bound work on every core) here, the Ray engine
@@ -22,10 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from legival_core.registry import register
+from legival_core.registry import entry, is_registered
 from legival_core.stages.cancel import raise_if_cancelled
 from legival_core.stages.isolation import (
     StageFailures,
@@ -298,6 +299,20 @@ class Plan(Generic[U, S]):
     notes: list[str] = field(default_factory=list)
     failures: list[UnitFailure] = field(default_factory=list)
     """Units the plan itself found unusable (a record over the size limit): stored as failures."""
+    chunk_size: int | None = None
+    """Units per chunk the plan chose from what it found (a small transfer shard commits more often);
+    `run_stage` gives it to the executor in place of the stage's `Work.chunk_size`. None: the stage's."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Sized:
+    """An executor running every `Work` in chunks of `size` units (a plan's `chunk_size`)."""
+
+    inner: Executor
+    size: int
+
+    def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
+        return self.inner.run(replace(work, chunk_size=self.size), units)
 
 
 class Stage(Protocol[U, R, S]):
@@ -334,7 +349,7 @@ def run_stage(
     committed, counted in the run's ledger (`isolation.current().ledger`, the command's `failed: N`),
     and left out of the next run's plan unless it retries them (`--retry-failed`, or a new code version)."""
     access = store_access(store) if isinstance(store, Store) else store
-    for pre in getattr(stage, "requires", ()):
+    for pre in required(stage.name):
         run_stage(pre, access, None)
     settings = current()
     name = failure_stage(stage)
@@ -356,7 +371,10 @@ def run_stage(
     failed: set[str] = set()
     if units:
         raise_if_cancelled(f"the {name} stage")
-        for batch in stage.run(units, executor or InProcessExecutor()):
+        ex: Executor = executor or InProcessExecutor()
+        if plan.chunk_size is not None:
+            ex = _Sized(ex, plan.chunk_size)
+        for batch in stage.run(units, ex):
             results, failures = split_failures(batch)
             with access() as s:
                 if failures:
@@ -409,14 +427,15 @@ def _failure_row(stage: str, f: UnitFailure, version: str) -> dict[str, Any]:
             "dataset": f.dataset, "code_version": version, "reason": f.reason}
 
 
-@dataclass(frozen=True, slots=True)
-class StageInfo:
-    """Registry metadata of a stage: the command that computes its rows, and what it reads."""
-
-    command: str
-    needs: tuple[str, ...] = ()
-
-
-def register_stage(name: str, command: str, needs: tuple[str, ...] = (), description: str = "") -> None:
-    """Record a stage in the registry so consumers (the report's coverage) can name its command."""
-    register("stage", name, StageInfo(command, needs), description=description, meta=StageInfo(command, needs))
+def required(stage_name: str) -> list[Any]:
+    """The stages to run before a stage object named `stage_name`: its registration's `requires`
+    (`legival_core.stages.registered`), each built by its `standalone` factory."""
+    if not is_registered("stage", stage_name):
+        return []
+    out = []
+    for name in entry("stage", stage_name).meta.requires:
+        pre = entry("stage", name).meta.standalone
+        if pre is None:
+            raise ValueError(f"stage {stage_name!r} requires {name!r}, which has no standalone stage")
+        out.append(pre())
+    return out

@@ -27,15 +27,11 @@ from legival_core.metrics.base import MetricValue, TraceText, stored_trace_metri
 from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy, similarity_model
 from legival_core.segment import SEGMENTER_VERSION, sentence_spans
 from legival_core.spec import Efficiency
-from legival_core.stages.base import Executor, Plan, StoreAccess, Work, register_stage
+from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
+from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.types import Span, Steps, canonical_json
-
-register_stage("segment", "legival efficiency --db DB", description="Punkt steps of every trace (SPEC section 1)")
-register_stage("efficiency", "legival efficiency --db DB", needs=("segment",),
-               description="token/step length, redundancy, lexical backtracking (SPEC section 3)")
-
 
 # ------------------------------------------------------------------------------------------ segment
 
@@ -138,10 +134,6 @@ class EfficiencyStage:
     chunk: int = 1000
     """Traces per chunk: bounds memory, batches the embedding call, and is the commit unit."""
     name: str = "efficiency"
-
-    @property
-    def requires(self) -> tuple[SegmentStage]:
-        return (SegmentStage(),)
 
     def plan(self, store: Store) -> Plan[EfficiencyUnit, EfficiencySummary]:
         missing: dict[str, dict[str, Any]] = {}
@@ -265,10 +257,8 @@ def _metric_row(trace_id: str, metric: str, params: str, version: str, v: Metric
 
 def compute_efficiency(store: Store | StoreAccess, config: Efficiency, executor: Executor | None = None,
                        progress: Any = None) -> EfficiencySummary:
-    """Segment, then compute every missing efficiency metric: what `legival efficiency` and the
-    Prefect `efficiency` task both run."""
-    from legival_core.stages.base import run_stage
-
+    """Segment, then compute every missing efficiency metric: what `legival efficiency` and a run's
+    efficiency job both run."""
     seg = run_stage(SegmentStage(), store)
     s = run_stage(EfficiencyStage(config), store, executor, progress)
     s.segmented = seg.segmented
@@ -277,6 +267,20 @@ def compute_efficiency(store: Store | StoreAccess, config: Efficiency, executor:
 
 def ensure_steps(store: Store | StoreAccess) -> int:
     """Segment the traces that have no steps (what transfer, judge and quality read); returns how many."""
-    from legival_core.stages.base import run_stage
-
     return run_stage(SegmentStage(), store).segmented
+
+
+def _efficiency_jobs(ctx: RunContext) -> list[Job]:
+    config = ctx.spec.efficiency
+
+    def run(access: StoreAccess, executor: Executor | None, progress: Any) -> EfficiencySummary:
+        return compute_efficiency(access, config, executor, progress)
+
+    return [Job("efficiency", "efficiency", run, (EfficiencyStage(config),))]
+
+
+register_stage("segment", "legival efficiency --db DB", needs=("ingest", "generate"), standalone=SegmentStage,
+               order=40, description="Punkt steps of every trace (SPEC section 1); run first by the stages that read them")
+register_stage("efficiency", "legival efficiency --db DB", needs=("segment",), requires=("segment",),
+               build=_efficiency_jobs, gpus=lambda spec: spec.efficiency.num_gpus, order=50,
+               description="token/step length, redundancy, lexical backtracking (SPEC section 3)")

@@ -15,15 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from legival_core.datasets.base import current_graders, get_dataset, grader_key
+from legival_core.grading.trace_records import grade_row, problem_of_row
 from legival_core.registry import is_registered
-from legival_core.stages.base import Executor, Plan, StoreAccess, Work, register_stage
-from legival_core.stages.trace_records import grade_row, problem_of_row
+from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
+from legival_core.stages.registered import Job, RunContext, register_stage, stage_jobs
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.types import Grade, Problem
-
-register_stage("grade", "legival grade --db DB", needs=("ingest",),
-               description="grades of every trace by its dataset's current grader")
 
 
 def grade_teacher(problem: Problem, reasoning: str, answer_text: str, truncated: bool) -> tuple[str, Grade]:
@@ -119,6 +117,17 @@ def grade_units(_w: None, units: Sequence[GradeUnit]) -> list[dict[str, Any]]:
 
 def grade_store(store: Store | StoreAccess, executor: Executor | None = None, progress: Any = None) -> GradeSummary:
     """`legival grade --db`: grade every trace that lacks a grade by its dataset's current grader."""
-    from legival_core.stages.base import run_stage
-
     return run_stage(GradeStage(), store, executor, progress)
+
+
+def _grade_jobs(_ctx: RunContext) -> list[Job]:
+    """A run grades what the current graders have not (new traces were graded when stored)."""
+    return [stage_jobs("grade", "grade", [GradeStage()])]
+
+
+def _regraded(results: list[Any]) -> dict[str, Any]:
+    return {"regraded": sum(r.graded for r in results)}
+
+
+register_stage("grade", "legival grade --db DB", needs=("ingest", "generate"), build=_grade_jobs, summarize=_regraded,
+               order=30, description="grades of every trace by its dataset's current grader")

@@ -22,12 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from legival_core.spec import Ingest
-from legival_core.stages.base import Executor, Plan, StoreAccess, Work, register_stage, run_stage
-from legival_core.stages.grade import grade_teacher
-from legival_core.stages.isolation import UnitFailure, split_failures
-from legival_core.stages.trace_records import (
-    DEFAULT_LIMITS,
+from legival_core.grading.trace_records import (
     IngestError,
     ParsedLine,
     TraceRecord,
@@ -42,17 +37,21 @@ from legival_core.stages.trace_records import (
     read_records,
     trace_row,
 )
+from legival_core.spec import Ingest, Teacher
+from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
+from legival_core.stages.grade import grade_teacher
+from legival_core.stages.isolation import UnitFailure, split_failures
+from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.store.ingest import StoredTrace, damaged_store_errors, stored_problems, traces_by_own_id
 from legival_core.types import Grade, Problem
 
+DEFAULT_INGEST = Ingest()
+"""The spec's `ingest:` defaults (`legival ingest` without options)."""
+
 __all__ = ["IngestError", "IngestStage", "IngestSummary", "ParsedLine", "TraceRecord", "ingest_file",
            "ingest_records", "parse_record", "read_records"]
-
-register_stage("ingest", "legival ingest FILE --db DB",
-               description="trace files into the store, graded (one transaction per file)")
-
 
 @dataclass(slots=True)
 class IngestSummary:
@@ -111,7 +110,7 @@ class IngestStage:
     """Traces graded per chunk (the whole file still commits as one batch)."""
     graded: Callable[[int], None] | None = None
     """Called with the number of traces of each graded chunk (a progress bar's advance)."""
-    limits: Ingest = DEFAULT_LIMITS
+    limits: Ingest = DEFAULT_INGEST
     """The input boundary's limits (the spec's `ingest:` section, the command's options)."""
     name: str = "ingest"
 
@@ -315,7 +314,7 @@ def ingest_file(
     teacher: str | None = None,
     progress: Callable[[int], None] | None = None,
     executor: Executor | None = None,
-    limits: Ingest = DEFAULT_LIMITS,
+    limits: Ingest = DEFAULT_INGEST,
 ) -> IngestSummary:
     """Ingest one trace file (all or nothing); `progress(n)` advances by each graded chunk."""
     return run_stage(IngestStage(Path(path), teacher, skip_bad, graded=progress, limits=limits), store, executor)
@@ -360,7 +359,7 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
 
 
 def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, select: str | None,
-                     limits: Ingest = DEFAULT_LIMITS) -> IngestSummary:
+                     limits: Ingest = DEFAULT_INGEST) -> IngestSummary:
     """A spec teacher's trace file: only its records when `select` is set (`select_records`), errors
     naming the spec's file and line (never the temporary copy), `file` = the spec's path."""
     import tempfile
@@ -375,3 +374,58 @@ def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, selec
             raise IngestError(str(path), e.line, e.field, e.message, e.unit) from None
     s.file = str(path)
     return s
+
+
+class GeneratingTeacher(RuntimeError):
+    """A teacher with `generate:` given to ingest: its traces come from the generate stage."""
+
+
+@dataclass(slots=True)
+class TeacherIngest:
+    """A spec teacher's trace files stored: per file its summary, and the totals."""
+
+    teacher: str
+    files: list[dict[str, Any]] = field(default_factory=list)
+    new_traces: int = 0
+    already_stored: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"teacher": self.teacher, "files": self.files, "new_traces": self.new_traces,
+                "already_stored": self.already_stored}
+
+
+def ingest_teacher(store: Store | StoreAccess, teacher: Teacher, limits: Ingest | None = None) -> TeacherIngest:
+    """Ingest a spec teacher's trace files (re-ingest adds nothing: trace ids are content hashes)."""
+    if teacher.generate is not None:
+        raise GeneratingTeacher(
+            f"teacher {teacher.name!r} generates its traces ({teacher.generate.backend}, {teacher.generate.model}); "
+            "it has no trace files to ingest: run `legival generate --spec` or `legival run`"
+        )
+    r = TeacherIngest(teacher.name)
+    for path in teacher.traces:
+        s = ingest_spec_file(store, path, teacher.name, teacher.select, limits or Ingest())
+        r.files.append(s.as_dict())
+        r.new_traces += s.new_traces
+        r.already_stored += s.already_stored
+    return r
+
+
+def _ingest_jobs(ctx: RunContext) -> list[Job]:
+    """One job per chosen teacher with trace files."""
+    limits = ctx.spec.ingest
+
+    def job(teacher: Teacher) -> Job:
+        def run(access: StoreAccess, _executor: Executor | None, _progress: Any) -> TeacherIngest:
+            return ingest_teacher(access, teacher, limits)
+
+        return Job("ingest", f"ingest {teacher.name}", run)
+
+    return [job(t) for t in ctx.chosen() if t.generate is None]
+
+
+def _new_traces(results: list[Any]) -> dict[str, Any]:
+    return {"new_traces": sum(r.new_traces for r in results)}
+
+
+register_stage("ingest", "legival ingest FILE --db DB", build=_ingest_jobs, summarize=_new_traces, order=10,
+               description="trace files into the store, graded (one transaction per file)")

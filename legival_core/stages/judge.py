@@ -36,23 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from legival_core.judges.base import BaseJudge
 from legival_core.judges.factory import judge_info, make_judge
-from legival_core.judges.records import BATCH_POLL_INTERVAL_S, JudgeError, JudgeRequest
-from legival_core.llm.breaker import Breaker
-from legival_core.metrics.backtracking import BACKTRACKING
-from legival_core.spec import Efficiency, Judge
-from legival_core.stages.base import (
-    Executor,
-    Given,
-    Plan,
-    Progress,
-    StoreAccess,
-    Work,
-    register_stage,
-    run_stage,
-)
-from legival_core.stages.efficiency import SegmentStage, compute_efficiency
-from legival_core.stages.judge_batch import BatchSubmitStage, ResumeBatchesStage, batch_judge, no_batch_api
-from legival_core.stages.judge_common import (
+from legival_core.judges.judging import (
     Judged,
     JudgeSummary,
     Selection,
@@ -64,13 +48,29 @@ from legival_core.stages.judge_common import (
     select_traces,
     store_results,
 )
+from legival_core.judges.records import BATCH_POLL_INTERVAL_S, JudgeError, JudgeRequest
+from legival_core.llm.breaker import Breaker
+from legival_core.metrics.backtracking import BACKTRACKING
+from legival_core.spec import Efficiency, Judge
+from legival_core.stages.base import (
+    Executor,
+    Given,
+    Plan,
+    Progress,
+    StoreAccess,
+    Work,
+    run_stage,
+)
+from legival_core.stages.efficiency import compute_efficiency
+from legival_core.stages.judge_batch import BatchSubmitStage, ResumeBatchesStage, batch_judge, no_batch_api
+from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.types import canonical_json, content_hash
 
 if TYPE_CHECKING:
+    from legival_core.judges.judging import AnyJudge
     from legival_core.llm.cost import Prices
-    from legival_core.stages.judge_common import AnyJudge
 
 __all__ = [
     "JudgeStage",
@@ -85,9 +85,6 @@ __all__ = [
     "select_traces",
     "stored_judge_counts",
 ]
-
-register_stage("judge", "legival judge --db DB", needs=("segment",),
-               description="backtracking by an LLM judge, or the lexical cues (SPEC section 3)")
 
 ProgressFn = Callable[[int, int], None]
 """progress(done, total) over the traces to judge in this run."""
@@ -108,29 +105,43 @@ class _Ticker:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldBack:
+    """A chunk's result: how many of its traces the run's circuit breaker held back (not sent)."""
+
+    traces: int
+
+
+@dataclass(frozen=True, slots=True)
 class JudgeChunk:
-    """Judge one chunk of requests with the worker's judge (concurrently, inside `judge_many`)."""
+    """Judge one chunk of requests with the worker's judge (concurrently, inside `judge_many`); the
+    results end with `HeldBack` when the breaker held some of the chunk's traces back."""
 
     ticker: _Ticker | None = None
     breaker: Breaker | None = None
 
-    def __call__(self, judge: AnyJudge, reqs: Sequence[JudgeRequest]) -> list[Judged]:
+    def __call__(self, judge: AnyJudge, reqs: Sequence[JudgeRequest]) -> list[Judged | HeldBack]:
         t = self.ticker
         progress = t.at(t.base) if t is not None else None
+        before = self.breaker.not_sent if self.breaker is not None else 0
         if self.breaker is not None and isinstance(judge, BaseJudge):
             results = judge.judge_many(reqs, progress=progress, breaker=self.breaker)
         else:
             results = judge.judge_many(reqs, progress=progress)
         if t is not None:
             t.base += len(reqs)
-        return judged(reqs, results)
+        out: list[Judged | HeldBack] = list(judged(reqs, results))
+        held = (self.breaker.not_sent if self.breaker is not None else 0) - before
+        if held:
+            out.append(HeldBack(held))
+        return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class JudgeStage:
     """Judge, online, the selected traces that have no result for this judge (module docstring).
     `chunk_size` (default 4 x the judge's concurrency, at least 32) is the commit unit; `progress`
-    also ticks inside a chunk. Each `run` has one circuit breaker over all its chunks."""
+    also ticks inside a chunk. Each `run` has one circuit breaker over all its chunks; the traces it
+    held back come back as `HeldBack` results (counted, never stored)."""
 
     judge: AnyJudge
     limit: int | None = None
@@ -140,11 +151,6 @@ class JudgeStage:
     chunk_size: int | None = None
     progress: Progress | None = None
     name: str = "judge"
-    breaker: Breaker | None = None
-
-    @property
-    def requires(self) -> tuple[SegmentStage]:
-        return (SegmentStage(),)
 
     def plan(self, store: Store) -> Plan[JudgeRequest, JudgeSummary]:
         s = new_summary(self.judge, self.estimate_only)
@@ -152,18 +158,19 @@ class JudgeStage:
                              max_cost_usd=self.max_cost_usd, batch=False)
         return Plan(reqs, s, total=len(reqs))
 
-    def run(self, units: Sequence[JudgeRequest], executor: Executor) -> Iterator[list[Judged]]:
+    def run(self, units: Sequence[JudgeRequest], executor: Executor) -> Iterator[list[Judged | HeldBack]]:
         size = self.chunk_size or max(32, 4 * int(getattr(getattr(self.judge, "limits", None), "concurrency", 8)))
         ticker = _Ticker(self.progress, len(units)) if self.progress is not None else None
-        self.breaker = self.judge.new_breaker() if isinstance(self.judge, BaseJudge) else None
-        return executor.run(Work(Given(self.judge), JudgeChunk(ticker, self.breaker), size), units)
+        breaker = self.judge.new_breaker() if isinstance(self.judge, BaseJudge) else None
+        return executor.run(Work(Given(self.judge), JudgeChunk(ticker, breaker), size), units)
 
-    def commit(self, store: Store, results: Sequence[Judged], plan: Plan[Any, JudgeSummary]) -> int:
+    def commit(self, store: Store, results: Sequence[Judged | HeldBack], plan: Plan[Any, JudgeSummary]) -> int:
         """Store a chunk's results; the traces the breaker held back count as done for progress."""
-        store_results(store, self.judge, plan.summary, results)
-        held = self.breaker.not_sent if self.breaker is not None else 0
-        newly_held, plan.summary.not_sent = held - plan.summary.not_sent, held
-        return len(results) + newly_held
+        held = sum(r.traces for r in results if isinstance(r, HeldBack))
+        done = [r for r in results if not isinstance(r, HeldBack)]
+        store_results(store, self.judge, plan.summary, done)
+        plan.summary.not_sent += held
+        return len(done) + held
 
 
 # ------------------------------------------------------------------------------------- entry points
@@ -196,11 +203,9 @@ def judge_missing(
         stage = JudgeStage(judge, limit, max_cost_usd, estimate_only, retry_failed, chunk_size, progress)
         return run_stage(stage, store, None, progress)
     bj = batch_judge(judge)
-    s = new_summary(judge, estimate_only)
-    if not estimate_only:
-        run_stage(ResumeBatchesStage(bj, s, wait, poll_interval_s), store)
-    return run_stage(BatchSubmitStage(bj, s, wait, poll_interval_s, limit, max_cost_usd, retry_failed, batch_size),
-                     store)
+    resumed = None if estimate_only else run_stage(ResumeBatchesStage(bj, wait, poll_interval_s), store)
+    return run_stage(BatchSubmitStage(bj, wait, poll_interval_s, limit, max_cost_usd, retry_failed, batch_size,
+                                      resumed=resumed, estimate_only=estimate_only), store)
 
 
 def run_judge(
@@ -300,3 +305,31 @@ def stored_judge_counts(store: Store, trace_ids: Sequence[str], key: str | None 
     flagged = reads.judge_flagged_steps(store, k, ids)
     counts = {t: len(set(json.loads(f or "[]"))) for t, f in flagged.items()}
     return StoredCounts(k, j, m, counts, reads.trace_datasets(store, ids))
+
+
+class JudgeCallsFailed(RuntimeError):
+    """Every judge call of a run's judge job failed (unreachable endpoint, rejected key): not retried
+    by Prefect (the judge already retried what could succeed); the traces not sent stay to do."""
+
+
+def _judge_jobs(ctx: RunContext) -> list[Job]:
+    cfg = ctx.spec.judge
+    if not cfg.enabled:
+        return []
+
+    def run(access: StoreAccess, _executor: Executor | None, progress: Progress | None) -> JudgeSummary:
+        s = run_judge(access, cfg, progress=progress)
+        if s.every_call_failed:  # as `legival judge` exits 2: the run says why instead of looking done
+            raise JudgeCallsFailed(s.failure_note())
+        return s
+
+    return [Job("judge", f"judge {cfg.name}", run)]
+
+
+def _judge_calls(results: list[Any]) -> dict[str, Any]:
+    return {"judge_calls": sum(r.judge_calls for r in results)}
+
+
+register_stage("judge", "legival judge --db DB", needs=("segment",), requires=("segment",), build=_judge_jobs,
+               summarize=_judge_calls, order=70, retries=2, retry_delay_s=10, aliases=("judge-batch", "judge-batches"),
+               description="backtracking by an LLM judge, or the lexical cues (SPEC section 3)")

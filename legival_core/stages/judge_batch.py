@@ -16,6 +16,7 @@ Two stages, run in this order by `legival_core.stages.judge.judge_missing`, shar
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -23,18 +24,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from legival_core.judges.factory import batch_judges
-from legival_core.judges.records import BatchJudge, JudgeRequest
-from legival_core.stages.base import Executor, Given, Plan, Work
-from legival_core.stages.efficiency import SegmentStage
-from legival_core.stages.isolation import UnitFailure
-from legival_core.stages.judge_common import (
+from legival_core.judges.judging import (
     Judged,
     JudgeSummary,
+    judge_key,
     judged,
     load_requests,
+    new_summary,
     plan_requests,
     store_results,
 )
+from legival_core.judges.records import BatchJudge, JudgeRequest
+from legival_core.stages.base import Executor, Given, Plan, Work
+from legival_core.stages.isolation import UnitFailure
 from legival_core.store import Store, writes
 from legival_core.store import planner as reads
 
@@ -146,29 +148,25 @@ class SubmitJobs:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResumeBatchesStage:
-    """Settle the jobs recorded for the summary's judge key (module docstring)."""
+    """Settle the jobs recorded for the judge's key (module docstring); its summary holds what they
+    brought, which `BatchSubmitStage` then carries on (`resumed`)."""
 
     judge: BatchJudge
-    summary: JudgeSummary
     wait: bool
     poll_interval_s: float
     name: str = "judge-batches"
 
-    @property
-    def requires(self) -> tuple[SegmentStage]:
-        return (SegmentStage(),)
-
     def plan(self, store: Store) -> Plan[BatchJob, JudgeSummary]:
-        key = self.summary.judge_key
+        s = new_summary(self.judge)
         jobs = []
-        for name, ids_json in reads.judge_batches(store, key, SUBMITTED):
+        for name, ids_json in reads.judge_batches(store, s.judge_key, SUBMITTED):
             ids = tuple(json.loads(ids_json))
-            have = reads.judged_trace_ids(store, key, ids)
+            have = reads.judged_trace_ids(store, s.judge_key, ids)
             jobs.append(BatchJob(name, ids, tuple(load_requests(store, [t for t in ids if t not in have]))))
-            self.summary.batches_resumed.append(name)
-        return Plan(jobs, self.summary, total=len(jobs))
+            s.batches_resumed.append(name)
+        return Plan(jobs, s, total=len(jobs))
 
     def run(self, units: Sequence[BatchJob], executor: Executor) -> Iterator[list[BatchOutcome]]:
         return executor.run(Work(Given(self.judge), SettleJobs(self.wait, self.poll_interval_s), 1), units)
@@ -177,26 +175,24 @@ class ResumeBatchesStage:
         return commit_outcomes(store, self.judge, plan.summary, results)
 
 
-@dataclass
+@dataclass(frozen=True)
 class BatchSubmitStage:
-    """Submit the traces still to judge as jobs, recording each at once; then settle them (`wait`)."""
+    """Submit the traces still to judge as jobs, recording each at once; then settle them (`wait`).
+    `resumed`: the summary of the `ResumeBatchesStage` run just before (its counts are carried on)."""
 
     judge: BatchJudge
-    summary: JudgeSummary
     wait: bool
     poll_interval_s: float
     limit: int | None = None
     max_cost_usd: float | None = None
     retry_failed: bool = False
     batch_size: int = 1000
+    resumed: JudgeSummary | None = None
+    estimate_only: bool = False
     name: str = "judge-batch"
 
-    @property
-    def requires(self) -> tuple[SegmentStage]:
-        return (SegmentStage(),)
-
     def plan(self, store: Store) -> Plan[tuple[JudgeRequest, ...], JudgeSummary]:
-        s = self.summary
+        s = copy.deepcopy(self.resumed) if self.resumed is not None else new_summary(self.judge, self.estimate_only)
         reqs = plan_requests(store, self.judge, s, limit=self.limit, retry_failed=self.retry_failed,
                              max_cost_usd=self.max_cost_usd, batch=True,
                              exclude=pending_trace_ids(store, s.judge_key))
@@ -204,7 +200,7 @@ class BatchSubmitStage:
         return Plan(chunks, s, total=len(chunks))
 
     def run(self, units: Sequence[tuple[JudgeRequest, ...]], executor: Executor) -> Iterator[list[BatchOutcome]]:
-        display = f"legival-backtracking-{self.summary.judge_key[:12]}"
+        display = f"legival-backtracking-{judge_key(self.judge)[:12]}"
         jobs: list[BatchJob] = []
         for outcomes in executor.run(Work(Given(self.judge), SubmitJobs(display), 1), units):
             yield outcomes  # committed (the job recorded) before the next job is created or polled

@@ -11,11 +11,11 @@ Verdicts are keyed by (supervisor, condition, trace, text), so a rerun asks noth
 (built in `Work.setup`) a batch at a time without the store, `commit` stores one batch in one
 transaction. The results (precision/recall/F1, FOTU correlations) are `reports.monitoring`.
 
-`legival monitor` hands the stage a backend it built; the benchmark flow (`run_monitor_spec`, the
-spec's `monitor:` section) hands it `BuildSupervisor`, which builds the backend in the worker that
+`legival monitor` hands the stage a backend it built; a run's monitor job (the spec's `monitor:`
+section) hands it `BuildSupervisor`, which builds the backend in the worker that
 asks (this process, or a Ray actor on a cluster) and only when there is something to ask, so a
-cached rerun loads no model. A supervisor whose model is not installed makes the stage report
-`status: unavailable` with the reason instead of failing the run.
+cached rerun loads no model. Both go through `run_supervisor`: a supervisor whose model is not
+installed makes the stage report `status: unavailable` with the reason instead of failing the run.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from legival_core.stages.base import (
     Plan,
     StoreAccess,
     Work,
-    register_stage,
     run_stage,
     store_access,
 )
+from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.types import content_hash
@@ -48,9 +48,6 @@ if TYPE_CHECKING:
     import polars as pl
 
     from legival_core.spec import Monitor, SupervisorModel
-
-register_stage("monitor", "legival monitor --db DB --supervisor NAME", needs=("grade",),
-               description="weak-supervisor verdicts on clean, sabotaged and naturally wrong traces")
 
 COLUMNS = ("item_key", "supervisor_key", "supervisor", "trace_id", "teacher", "dataset", "problem_id",
            "condition", "label_incorrect", "predicted_incorrect", "status", "sabotage_kind", "sabotage_step",
@@ -201,10 +198,9 @@ def run_monitor(store: Store | StoreAccess, backend: TextBackend, supervisor: st
                 limit: int | None = None, max_new_tokens: int = MAX_NEW_TOKENS, batch_size: int = 16,
                 progress: Progress | None = None, executor: Executor | None = None) -> MonitorSummary:
     """Ask `backend` (owned by the caller) about every item without a verdict: `legival monitor`."""
-    access = store_access(store) if isinstance(store, Store) else store
     stage = MonitorStage(supervisor, backend.model_id, Given(backend), seed, limit, max_new_tokens,
                          batch_size)
-    return run_stage(stage, access, executor, progress)
+    return run_supervisor(store, stage, executor, progress)
 
 
 class SupervisorUnavailable(RuntimeError):
@@ -241,19 +237,18 @@ def supervisor_stage(config: Monitor, supervisor: SupervisorModel) -> MonitorSta
                         config.max_new_tokens, config.batch_size, teardown=close_backend)
 
 
-def run_monitor_spec(store: Store | StoreAccess, config: Monitor, supervisor: SupervisorModel,
-                     executor: Executor | None = None, progress: Progress | None = None) -> MonitorSummary:
-    """The benchmark flow's monitor stage: only the items without a verdict are asked; an
-    uninstalled supervisor gives `status: unavailable` (nothing stored)."""
+def run_supervisor(store: Store | StoreAccess, stage: MonitorStage, executor: Executor | None = None,
+                   progress: Progress | None = None) -> MonitorSummary:
+    """A supervisor's verdicts on the items without one, for `legival monitor` and a run alike: a
+    supervisor whose model or engine is not installed gives `status: unavailable` (nothing stored)."""
     access = store_access(store) if isinstance(store, Store) else store
-    stage = supervisor_stage(config, supervisor)
     try:
         return run_stage(stage, access, executor, progress)
     except Exception as e:
         reason = _unavailable(e)
         if reason is None:
             raise
-        return MonitorSummary(supervisor.name, stage.supervisor_key, status="unavailable", reason=reason)
+        return MonitorSummary(stage.supervisor, stage.supervisor_key, status="unavailable", reason=reason)
 
 
 def _unavailable(e: BaseException) -> str | None:
@@ -262,3 +257,20 @@ def _unavailable(e: BaseException) -> str | None:
         if isinstance(err, SupervisorUnavailable):
             return str(err.args[0]) if err.args else str(err)
     return None
+
+
+def _monitor_jobs(ctx: RunContext) -> list[Job]:
+    config = ctx.spec.monitor
+    if not config.enabled:
+        return []
+    stage = supervisor_stage(config, ctx.spec.supervisor())
+
+    def run(access: StoreAccess, executor: Executor | None, progress: Progress | None) -> MonitorSummary:
+        return run_supervisor(access, stage, executor, progress)
+
+    return [Job("monitor", f"monitor {stage.supervisor}", run, (stage,), release=stage.work_key)]
+
+
+register_stage("monitor", "legival monitor --db DB --supervisor NAME", needs=("grade",), build=_monitor_jobs,
+               gpus=lambda spec: spec.monitor.num_gpus, order=100,
+               description="weak-supervisor verdicts on clean, sabotaged and naturally wrong traces")

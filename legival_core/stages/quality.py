@@ -48,12 +48,12 @@ from legival_core.stages.base import (
     StoreAccess,
     Work,
     phase_progress,
-    register_stage,
     run_stage,
     store_access,
 )
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.stages.isolation import UnitFailure
+from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store, writes
 from legival_core.store import planner as reads
 
@@ -65,10 +65,6 @@ __all__ = [
     "compute_quality",
     "resolve_groups",
 ]
-
-register_stage("quality", "legival quality --db DB", needs=("segment",),
-               description="gCoT text-quality metrics: clarity, coherence, consistency, informativeness, Z3 "
-                           "(SPEC section 6)")
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, done, total): the phase is the group's name."""
@@ -167,10 +163,6 @@ class QualityStage:
         return quality_group(self.group)
 
     @property
-    def requires(self) -> tuple[SegmentStage, ...]:
-        return (SegmentStage(),) if self.registered.needs_steps else ()
-
-    @property
     def definition(self) -> Group:
         return self.registered.at(self.config)
 
@@ -236,13 +228,38 @@ def compute_quality(
     executor: Executor | None = None,
 ) -> QualitySummary:
     """Every requested group (group or metric names; None: all) for the traces that lack it: what
-    `legival quality` and the Prefect `quality` task both run."""
+    `legival quality` and a run's quality job both run. The steps come first when a group reads them."""
     access = store_access(store) if isinstance(store, Store) else store
-    groups = resolve_groups(list(metrics) if metrics else None)
+    groups = [QualityStage(name, config) for name in resolve_groups(list(metrics) if metrics else None)]
+    if any(g.registered.needs_steps for g in groups):
+        run_stage(SegmentStage(), access)
     with access() as s:
         writes.add(s, "meta", [{"key": f"clarity_reference:{config.clarity_reference.ref_id}",
                                 "value": config.clarity_reference.to_json()}])
     summary = QualitySummary()
-    for name in groups:
-        summary.merge(run_stage(QualityStage(name, config), access, executor, phase_progress(progress, name)))
+    for stage in groups:
+        summary.merge(run_stage(stage, access, executor, phase_progress(progress, stage.group)))
     return summary
+
+
+def _quality_jobs(ctx: RunContext) -> list[Job]:
+    config = ctx.spec.quality
+    if not config.enabled:
+        return []
+    metrics = list(config.metrics) if config.metrics else None
+
+    def run(access: StoreAccess, executor: Executor | None, _progress: Any) -> QualitySummary:
+        return compute_quality(access, metrics, executor=executor)
+
+    stages = tuple(QualityStage(name) for name in resolve_groups(metrics))
+    return [Job("quality", "quality " + (",".join(metrics) if metrics else "all"), run, stages)]
+
+
+def _quality_summary(results: list[Any]) -> dict[str, Any]:
+    return {"quality": results[0].as_dict()} if results else {}
+
+
+register_stage("quality", "legival quality --db DB", needs=("segment",), build=_quality_jobs,
+               summarize=_quality_summary, order=80,
+               description="gCoT text-quality metrics: clarity, coherence, consistency, informativeness, Z3 "
+                           "(SPEC section 6)")

@@ -30,16 +30,13 @@ from legival_core.stages.base import (
     StoreAccess,
     Work,
     phase_progress,
-    register_stage,
     run_stage,
     store_access,
 )
+from legival_core.stages.registered import Job, RunContext, register_stage, stage_jobs
 from legival_core.store import Store, writes
 from legival_core.store import planner as reads
 from legival_core.types import canonical_json
-
-register_stage("rewards", "legival rm --db DB", needs=("ingest",),
-               description="reward-model scores of every trace (paper section 5.3)")
 
 CODE_VERSION = RM_CODE_VERSION
 Progress = Callable[[str, int, int], None]
@@ -222,3 +219,25 @@ def _row(trace_id: str, metric: str, params: str, value: float | None, method: s
          detail: dict[str, Any]) -> dict[str, Any]:
     return {"trace_id": trace_id, "metric": metric, "params": params, "code_version": CODE_VERSION,
             "value": value, "method": method, "status": status, "detail": json.dumps(detail)}
+
+
+def _rewards_jobs(ctx: RunContext) -> list[Job]:
+    """One job per reward model, one after the other (on a cluster each model's actors are released
+    before the next model loads); an uninstalled model stores `unavailable` rows with the reason."""
+    config = ctx.spec.rewards
+    if not config.enabled:
+        return []
+    out = []
+    for spec in config.specs():
+        stage = RewardsStage(spec, config.limit)
+        out.append(stage_jobs("rewards", f"rewards {spec.name}", [stage], release=stage.work_key))
+    return out
+
+
+def _rewards_summary(results: list[Any]) -> dict[str, Any]:
+    return {"rewards": RewardSummary(list(results)).as_dict()} if results else {}
+
+
+register_stage("rewards", "legival rm --db DB", needs=("ingest", "generate"), build=_rewards_jobs,
+               summarize=_rewards_summary, gpus=lambda spec: spec.rewards.num_gpus, order=90,
+               description="reward-model scores of every trace (paper section 5.3)")

@@ -29,8 +29,7 @@ from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.bulk import gc_paused
 from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.stages.base import Executor, Given, Plan, Work, register_stage
-from legival_core.stages.efficiency import SegmentStage
+from legival_core.stages.base import Executor, Given, Plan, Work, run_stage
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.transfer.rollout_plan import (
@@ -46,9 +45,6 @@ from legival_core.types import Grade, Problem, Steps, canonical_json
 
 if TYPE_CHECKING:
     import polars as pl
-
-register_stage("transfer", "legival transfer --db DB", needs=("grade", "segment"),
-               description="student rollouts on prefixes of correct traces (SPEC section 4)")
 
 STAT_FIELDS = ("forced", "overflow", "prompt_tokens", "prefill_computed", "prefill_cached", "decode_tokens")
 
@@ -194,10 +190,6 @@ class TransferStage:
     def unit_scope(self) -> str:
         """Failed units are recorded per name (`isolation.failure_stage`)."""
         return str(self.config.name)
-
-    @property
-    def requires(self) -> tuple[SegmentStage]:
-        return (SegmentStage(),)
 
     def plan(self, store: Store) -> Plan[Unit, TransferSummary]:
         """Select the transfer traces, register the student, and list the rollouts that are missing."""
@@ -407,7 +399,5 @@ def run_transfer(
     """The transfer stage in this process: with `backend` (owned by the caller) or, when None, the
     backend the registry builds for `config` (closed at the end). progress(done, total) counts
     rollouts; cached ones count as done from the start."""
-    from legival_core.stages.base import run_stage
-
     stage = TransferStage(config, teacher, dataset, limit, traces_per_chunk, backend)
     return run_stage(stage, store, executor, progress)

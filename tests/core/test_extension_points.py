@@ -1,7 +1,8 @@
 """The extension points, proven by adding things the way AGENTS.md says: ONE new module, no other file
 edited. A new efficiency metric reaches teacher_dataset_metrics.csv, the ranks, the dashboard's
 Pareto pickers and the correlation matrix; a new student backend is usable by `legival transfer
---backend NAME`; a plugin module outside the package is found through LEGIVAL_PLUGINS.
+--backend NAME`; a new stage is planned by `legival plan` and run by `legival run` after what it
+needs; a plugin module outside the package is found through LEGIVAL_PLUGINS.
 
 The modules are written into a copy of the packages in a temporary directory put first on PYTHONPATH
 (so the repository is never edited and tests may run in parallel); everything runs through the real
@@ -75,6 +76,59 @@ class EchoBackend:
 def make_echo(model=None, dtype=None, **options):
     """A test student that always answers the same number."""
     return EchoBackend(model or "echo", **options)
+'''
+
+
+STAGE_MODULE = '''"""Characters of each trace's reasoning as a trace metric: a stage added by a test
+(tests/core/test_extension_points.py)."""
+
+from dataclasses import dataclass
+
+from legival_core.stages.base import Plan, Work
+from legival_core.stages.registered import register_stage, stage_jobs
+from legival_core.store import planner as reads
+from legival_core.store import writes
+
+
+@dataclass
+class CharSummary:
+    counted: int = 0
+
+    def as_dict(self):
+        return {"counted": self.counted}
+
+
+def no_worker():
+    return None
+
+
+def count(_worker, units):
+    return [{"trace_id": tid, "metric": "char_count", "params": "{}", "code_version": "1", "value": float(len(text)),
+             "method": "chars", "status": "ok", "detail": None} for tid, text in units]
+
+
+@dataclass(frozen=True)
+class CharStage:
+    name: str = "char-count"
+
+    def plan(self, store):
+        todo = reads.traces_missing_metric(store, "char_count", "{}", "1")
+        units = list(zip(todo["trace_id"].to_list(), todo["reasoning"].to_list()))
+        return Plan(units, CharSummary(), total=len(units))
+
+    def run(self, units, executor):
+        return executor.run(Work(no_worker, count, 3), units)
+
+    def commit(self, store, results, plan):
+        writes.add(store, "trace_metrics", list(results))
+        plan.summary.counted += len(results)
+        return len(results)
+
+
+register_stage("char-count", "legival run SPEC", needs=("ingest", "generate"),
+               build=lambda ctx: [stage_jobs("char-count", "char-count", [CharStage()])],
+               summarize=lambda results: {"char_count": sum(r.counted for r in results)},
+               description="characters of every trace (test stage)")
 '''
 
 
@@ -243,3 +297,40 @@ def test_new_quality_metric_is_one_module(package_copy: PackageCopy, demo_db: Pa
     assert "word_count" not in data["pareto_axes"]["options"]
     traces_out = pl.read_parquet(out / "traces.parquet")
     assert "word_count" in traces_out.columns and traces_out["word_count"].null_count() == 0
+
+
+@pytest.mark.slow
+def test_new_stage_is_one_module(package_copy: PackageCopy, tmp_path: Path, prefect_api: str) -> None:
+    """Planned by `legival plan` (its units), run by `legival run` once what it needs is stored, in
+    the run's summary and laps, cached on the rerun; listed by `legival list stages`."""
+    from tests.flows._orchestration import write_spec
+
+    (package_copy.root / "legival_core" / "stages" / "zz_test_chars.py").write_text(STAGE_MODULE, encoding="utf-8")
+    home = tmp_path / "prefect-home"
+    env = {**package_copy.env, "PREFECT_HOME": str(home), "PREFECT_API_URL": prefect_api,
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "HF_HUB_OFFLINE": "1"}
+    spec = write_spec(tmp_path, ["gpt-oss-20b", "qwen3-4b"], transfer={"enabled": False})
+    db = tmp_path / "store.duckdb"
+    assert "char-count" in str(_legival("list", "stages", env=env, cwd=package_copy.root)["_stdout"])
+
+    planned = _legival("plan", str(spec), "--db", str(db), env=env, cwd=package_copy.root)
+    assert "char-count: 8 to compute, 0 stored" in str(planned["_stdout"])
+    assert planned["plan"]["stages"] == {"grade": {"units": 0, "stored": 0}, "char-count": {"units": 8, "stored": 0},
+                                         "report": {"units": 1, "stored": 0}}  # type: ignore[index]
+    assert not db.exists()  # a plan writes nothing
+
+    first = _legival("run", str(spec), "--db", str(db), env=env, cwd=package_copy.root)
+    assert first["char_count"] == 8 and first["new_traces"] == 8
+    assert {"ingest", "char-count", "report"} <= set(first["stage_s"])  # type: ignore[call-overload]
+
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = dict(con.execute("SELECT t.trace_id, m.value FROM traces t JOIN trace_metrics m USING (trace_id) "
+                                "WHERE m.metric = 'char_count'").fetchall())
+        lengths = dict(con.execute("SELECT trace_id, length(reasoning) FROM traces").fetchall())
+    assert rows == {t: float(n) for t, n in lengths.items()}
+
+    again = _legival("plan", str(spec), "--db", str(db), env=env, cwd=package_copy.root)
+    assert again["plan"]["stages"]["char-count"] == {"units": 0, "stored": 0}  # type: ignore[index]
+    assert _legival("run", str(spec), "--db", str(db), env=env, cwd=package_copy.root)["char_count"] == 0

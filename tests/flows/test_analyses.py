@@ -58,8 +58,8 @@ def test_rewards_and_monitor_run_in_the_benchmark_flow_and_are_cached(tmp_path: 
     )
     db = tmp_path / "store.duckdb"
     first = benchmark(spec=str(spec))
-    assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "rewards", "monitor",
-                                      "report", "shutdown"]
+    assert list(first["stage_s"]) == ["ingest", "grade", "efficiency", "judge", "rewards", "monitor", "report",
+                                      "shutdown"]  # the registered stages with a job (transfer is off)
     rm = {m["name"]: m for m in first["rewards"]["rm_models"]}
     assert rm["tiny"]["status"] == "ok" and rm["tiny"]["scored"] == 8  # 2 teachers x 4 problems
     assert rm["skywork-v2-llama-8b"]["status"] == "unavailable"  # its weights are not on this machine
@@ -94,7 +94,7 @@ def test_defaults_leave_both_stages_out_and_a_missing_supervisor_is_unavailable(
     from legival_core.spec import load_spec
     from tasks._driver import close_stores
     from tasks.prefect_ui import benchmark_stages
-    from tasks.stages import ingest_teacher_task, monitor_task
+    from tasks.stages import run_job, stage_jobs
     from tests.conftest import REPO
 
     demo = load_spec(REPO / "examples" / "demo.yaml")
@@ -106,8 +106,8 @@ def test_defaults_leave_both_stages_out_and_a_missing_supervisor_is_unavailable(
     assert "monitor" in benchmark_stages(spec)
     db = str(tmp_path / "x.duckdb")
     try:
-        ingest_teacher_task.fn(db, spec.teachers[0])
-        s = monitor_task.fn(db, spec.monitor, spec.supervisor(), spec.execution)
+        run_job(db, stage_jobs("ingest", spec)[0], spec)
+        s = run_job(db, stage_jobs("monitor", spec)[0], spec).as_dict()
     finally:
         close_stores()
     assert s["status"] == "unavailable" and "legival-tests/no-such-model" in s["reason"] and s["asked"] == 0

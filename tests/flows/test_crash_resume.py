@@ -90,7 +90,7 @@ def _start_held(spec: Path, progress: Path, env: dict[str, str], capture: bool) 
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
         time.sleep(0.05)  # the progress file is the only signal a separate process gives
-    assert proc.poll() is None, "the run finished before it could be interrupted"
+    assert proc.poll() is None, "the run finished before it could be interrupted" + (proc.stderr.read()[-4000:] if proc.stderr else "")
     return proc
 
 

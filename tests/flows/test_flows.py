@@ -31,7 +31,7 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
     assert first["engines_loaded"] >= 1 and first["judge_calls"] == 0
     assert (tmp_path / "report" / "teacher_dataset_metrics.csv").is_file()
-    assert list(first["stage_s"]) == ["ingest", "efficiency", "transfer", "judge", "quality", "report", "shutdown"]
+    assert list(first["stage_s"]) == ["ingest", "grade", "efficiency", "transfer", "judge", "report", "shutdown"]
     # the plan made inside the run (`legival plan` on the store) is what the run then generated
     assert first["plan_vs_actual"]["rollouts"] == {"planned": first["rollouts_generated"],
                                                    "actual": first["rollouts_generated"]}
@@ -184,7 +184,8 @@ def test_small_shards_commit_per_trace(tmp_path: Path) -> None:
         calls: list[tuple[int, int]] = []
         stage = ShardStage(TransferStage(config, limit=1, traces_per_chunk=4, backend=make_student_backend(config)))
         s = run_stage(stage, store, None, lambda done, total: calls.append((done, total)))
-    assert s.transfer_traces == 3 and s.rollouts_total >= 3 * 8 and stage.inner.traces_per_chunk == 1
+        chunk = stage.plan(store).chunk_size
+    assert s.transfer_traces == 3 and s.rollouts_total >= 3 * 8 and chunk == 1
     assert len(calls) == 4 and calls[0][0] == 0 and calls[-1] == (s.rollouts_total, s.rollouts_total)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
@@ -244,22 +245,20 @@ def test_stage_flows_standalone(tmp_path: Path) -> None:
 
 def test_generating_teacher_is_not_ingested(tmp_path: Path) -> None:
     from legival_core.spec import Teacher
-    from tasks.stages import GeneratingTeacher, ingest_teacher
+    from legival_core.stages.ingest import GeneratingTeacher, ingest_teacher
+    from legival_core.store import Store
 
     t = Teacher(name="g", generate={"backend": "vllm", "model": "Qwen/Qwen3-4B"})  # type: ignore[arg-type]
-    with pytest.raises(GeneratingTeacher, match="legival generate --spec"):
-        ingest_teacher(str(tmp_path / "s.duckdb"), t)
-    from tasks._driver import close_stores
-
-    close_stores()
+    with Store(tmp_path / "s.duckdb") as store, pytest.raises(GeneratingTeacher, match="legival generate --spec"):
+        ingest_teacher(store, t)
 
 
 def test_select_keeps_only_that_model(tmp_path: Path) -> None:
     from legival_core.spec import load_spec
     from tasks._driver import close_stores
-    from tasks.stages import ingest_teacher_task
+    from tasks.stages import run_job, stage_jobs
 
     spec = load_spec(write_spec(tmp_path, ["gpt-oss-20b"]))
-    r = ingest_teacher_task.fn(str(tmp_path / "x.duckdb"), spec.teachers[0])
+    r = run_job(str(tmp_path / "x.duckdb"), stage_jobs("ingest", spec)[0], spec)
     close_stores()
     assert r.new_traces == 4 and r.files[0]["file"].endswith("traces.jsonl")

@@ -1,4 +1,4 @@
-"""The Prefect judge task fails (with the cause) when every judge call failed, as `legival judge`
+"""A run's judge job fails (with the cause) when every judge call failed, as `legival judge`
 exits 2: a benchmark run must not look done with no judgement made."""
 
 from __future__ import annotations
@@ -18,20 +18,23 @@ def _closed_port() -> int:
 
 
 def test_judge_task_raises_when_every_call_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from legival_core.spec import Judge
+    from legival_core.spec import BenchmarkSpec, Judge
     from legival_core.stages.ingest import ingest_file
+    from legival_core.stages.judge import JudgeCallsFailed
     from legival_core.store import Store
     from tasks._driver import close_stores
-    from tasks.stages import JudgeCallsFailed, judge_task
+    from tasks.stages import run_job, stage_jobs
 
     monkeypatch.setenv("GEMINI_API_KEY", "test-key-not-a-secret")
     db = tmp_path / "j.duckdb"
     with Store(db) as store:
         ingest_file(store, EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")
     cfg = Judge(name="gemini", base_url=f"http://127.0.0.1:{_closed_port()}", limit=1)
+    spec = BenchmarkSpec.model_validate({"name": "j", "teachers": [{"name": "t", "traces": [str(EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl")]}],
+                                         "datasets": ["gsm8k"], "judge": cfg.model_dump()})
     try:
         with pytest.raises(JudgeCallsFailed, match="every call failed") as e:
-            judge_task.fn(str(db), cfg)
+            run_job(str(db), stage_jobs("judge", spec)[0], spec)
         assert "test-key-not-a-secret" not in str(e.value)
     finally:
         close_stores()

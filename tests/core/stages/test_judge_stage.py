@@ -299,7 +299,7 @@ def test_estimate_only_samples_a_large_selection(db: Path, gemini: FakeGemini,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Above ESTIMATE_SAMPLE traces an estimate renders an even spread of them and scales it (a
     paper-scale plan); below it, every prompt. Calls stay exact; tokens come near the full estimate."""
-    import legival_core.stages.judge_common as jc
+    import legival_core.judges.judging as jc
 
     with Store(db) as s:
         full = judge_missing(s, make_judge(gemini), estimate_only=True)

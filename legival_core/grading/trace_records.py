@@ -12,13 +12,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from legival_core.grading.records import LineProblem, jsonl_records
 from legival_core.registry import UnknownName, canonical_name
-from legival_core.spec import Ingest
 from legival_core.thinking import split_thinking
 from legival_core.types import Grade, Problem, Trace, canonical_json
 
@@ -35,7 +34,27 @@ class IngestError(ValueError):
                              f"{file} row {line}: field '{field}': {message}")
 
 
-DEFAULT_LIMITS = Ingest()
+MAX_TRACE_BYTES = 2_000_000
+"""The spec's default `ingest.max_trace_bytes` (`legival_core.spec.Ingest` reads it from here)."""
+
+
+class Limits(Protocol):
+    """The input boundary's limits (the spec's `ingest:` section is one)."""
+
+    @property
+    def max_trace_bytes(self) -> int: ...
+
+    @property
+    def repair_text(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryLimits:
+    max_trace_bytes: int = MAX_TRACE_BYTES
+    repair_text: bool = False
+
+
+DEFAULT_LIMITS = BoundaryLimits()
 
 
 class TraceTooLarge(IngestError):
@@ -136,7 +155,7 @@ def numbered(records: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str,
 
 def parse_record(
     rec: dict[str, Any], file: str, line: int, teacher: str | None = None, unit: str = "line",
-    limits: Ingest = DEFAULT_LIMITS,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ParsedLine:
     """Validate one record into its problem and trace; IngestError names file, line and field.
     The text is checked here once (`checked_text`), and the trace's size (`TraceTooLarge`)."""
