@@ -43,29 +43,27 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     ctx = RunContext(s, tuple(teachers) if teachers else None, Path(outp), run)
     order = stages_in_order()
 
-    with driver_session(dbp, s.execution), benchmark_progress(s, [t.name for t in chosen], laps) as mon:
-        for info in order:  # every missing problems file (generate) fails the run before any model loads
-            if info.name != "report":
-                info.jobs(ctx)
+    # every job built now: a missing problems file (generate) fails the run before any model loads
+    jobs = {info.name: info.jobs(ctx) for info in order}
+    stages = [info.name for info in order if jobs[info.name]]
+    with driver_session(dbp, s.execution), benchmark_progress(s, [t.name for t in chosen], laps, stages) as mon:
         ran: set[str] = set()
         warmed: set[str] = set()
         for info in order:
             _prewarm(order, ran, warmed, ctx)
-            jobs = info.jobs(ctx)
-            if info.shards and jobs:
-                planned = plan_task(dbp, s, teachers)
-                results, engines = run_shards(dbp, info, jobs, s)
-                part = info.summary(results)
-                summary["plan_vs_actual"] = plan_vs_actual(planned, part)
-                summary["engines_loaded"] = summary.get("engines_loaded", 0) + engines
+            mine = jobs[info.name]
+            if info.shards:
+                planned = plan_task(dbp, s, teachers) if mine else None
+                results, engines = run_shards(dbp, info, mine, s) if mine else ([], 0)
+                part = {**info.summary(results), "engines_loaded": engines}
+                if planned is not None:
+                    summary["plan_vs_actual"] = plan_vs_actual(planned, part)
             else:
-                results = run_jobs(dbp, info, jobs, s) if jobs else []
+                results = run_jobs(dbp, info, mine, s) if mine else []
                 part = info.summary(results)
-                if info.shards:
-                    summary.setdefault("engines_loaded", 0)
             _merge(summary, part)
             ran.add(info.name)
-            if jobs:
+            if mine:
                 mon.lap(info.name)
         mon.finish(summary)
     laps.lap("shutdown")

@@ -132,12 +132,13 @@ class BenchmarkProgress:
 
 
 @contextmanager
-def benchmark_progress(spec: BenchmarkSpec, teachers: list[str], laps: Laps) -> Iterator[BenchmarkProgress]:
-    """Tags (see `tagged`) and the run's progress artifact, from now until the block ends; a failure
-    is written into the artifact before it propagates."""
+def benchmark_progress(spec: BenchmarkSpec, teachers: list[str], laps: Laps,
+                       stages: list[str] | None = None) -> Iterator[BenchmarkProgress]:
+    """Tags (see `tagged`) and the run's progress artifact over `stages` (default `benchmark_stages`),
+    from now until the block ends; a failure is written into the artifact before it propagates."""
     shards = len(spec.students) * len(teachers) * len(spec.datasets) if spec.transfer.enabled else 0
     with tagged(spec, teachers):
-        BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec, teachers), shards))
+        BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec, teachers) if stages is None else stages, shards))
         try:
             yield BenchmarkProgress(spec, laps)
         except BaseException as e:

@@ -52,14 +52,12 @@ def stage_task(db: str, job: Job, spec: BenchmarkSpec) -> Any:
     return run_job(db, job, spec)
 
 
-def run_job(db: str, job: Job, spec: BenchmarkSpec, executor: Any = None) -> Any:
+def run_job(db: str, job: Job, spec: BenchmarkSpec) -> Any:
     """One job of a stage on the driver's store: on Ray when its registration says so
-    (`StageInfo.gpus`, `ray_executor`) unless `executor` is given (a shard's engine pool), its
-    progress as events of the progress file, its counts logged, the engine pool it names released after."""
+    (`StageInfo.gpus`, `ray_executor`), its progress as events of the progress file, its counts
+    logged, the engine pool it names released after."""
     info = stage_info(job.stage)
-    release = executor is None
-    if executor is None and info.gpus is not None:
-        executor = ray_executor(spec.execution, info.gpus(spec))
+    executor = ray_executor(spec.execution, info.gpus(spec)) if info.gpus is not None else None
 
     def progress(done: int, total: int) -> None:
         BOARD.event(job.stage, job=job.label, done=done, total=total)
@@ -67,14 +65,13 @@ def run_job(db: str, job: Job, spec: BenchmarkSpec, executor: Any = None) -> Any
     try:
         result = job.run(lambda: locked_store(db), executor, progress)
     finally:
-        if release and executor is not None and job.release is not None:
+        if executor is not None and job.release is not None:
             from tasks.ray_pool import release_pool
 
             release_pool(job.release)
     d = summary_dict(result)
-    for part in [d, *d.get("rm_models", ())]:
-        if isinstance(part, dict) and part.get("status") == "unavailable":
-            run_logger().warning("%s: unavailable (%s)", job.label, part.get("reason"))
+    if d.get("status") == "unavailable":  # a model not installed here: its rows say so, the run goes on
+        run_logger().warning("%s: unavailable (%s)", job.label, d.get("reason"))
     BOARD.event(job.stage, job=job.label, **_numbers(d))
     log_counts(job.label, d)
     return result

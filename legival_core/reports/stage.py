@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,19 +88,21 @@ def build_reports(store: Store, out: str | Path, config: ReportConfig | None = N
 
 
 def _report_jobs(ctx: RunContext) -> list[Job]:
-    """The run's report: its record (`legival runs`) holds the summary of the stages before it."""
+    """The run's report. A benchmark run (`ctx.run` holds when it started) stores its record
+    (`legival runs`), made when the job runs, so that it holds the summary of every stage before it."""
     spec, run = ctx.spec, ctx.run
     out = ctx.out or Path(spec.report.out)
-    started = run.get("started") or datetime.now(UTC)
-    record = RunInfo(spec.name, spec_hash(spec), started, spec_path=run.get("spec_path"),
-                     flow_run_id=run.get("flow_run_id"), ui_url=run.get("ui_url"),
-                     teachers=ctx.teachers, counts=dict(run.get("counts", {})))
-    stage = ReportStage(out, ReportConfig.from_spec(spec), record=record)
+    config = ReportConfig.from_spec(spec)
 
     def job(access: StoreAccess, _executor: Executor | None, _progress: Progress | None) -> ReportResult:
-        return run_stage(stage, access)
+        record = None
+        if "started" in run:
+            record = RunInfo(spec.name, spec_hash(spec), run["started"], spec_path=run.get("spec_path"),
+                             flow_run_id=run.get("flow_run_id"), ui_url=run.get("ui_url"),
+                             teachers=ctx.teachers, counts=dict(run.get("counts", {})))
+        return run_stage(ReportStage(out, config, record=record), access)
 
-    return [Job("report", "report", job, (stage,))]
+    return [Job("report", "report", job, (ReportStage(out, config),))]
 
 
 def _report_summary(results: list[Any]) -> dict[str, Any]:

@@ -241,6 +241,13 @@ def test_stage_flows_standalone(tmp_path: Path) -> None:
     assert judge(spec=str(spec))["judge_calls"] == 0
     out = report(spec=str(spec), out=str(tmp_path / "r2"))
     assert "teacher_dataset_metrics.csv" in out["files"]
+    from tasks._driver import close_stores
+
+    close_stores()
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "store.duckdb"), read_only=True) as con:  # a plain report records no run
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
 
 
 def test_generating_teacher_is_not_ingested(tmp_path: Path) -> None:
