@@ -15,8 +15,11 @@ install:
 demo: install
 	bash scripts/demo.sh
 
+# ...then the tests that measure wall time (marker `timing`), alone: beside other tests their clocks would
+# measure the neighbours (tests/conftest.py skips them inside the parallel run).
 test: install
-	$(PY) -m pytest -q $(PYTEST_PARALLEL) --durations=20
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m "not timing" --durations=20
+	$(PY) -m pytest -q -m timing --durations=5
 
 # The whole suite, writing each test's duration to tests/durations.json (what orders the groups,
 # longest first): run it on an idle machine after adding slow tests, and commit the file.

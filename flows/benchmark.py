@@ -9,6 +9,7 @@ from prefect import flow
 
 from flows._common import driver_session, load_run, selected_teachers
 from legival_core.laps import Laps
+from legival_core.runs.record import new_run_id
 from legival_core.stages.registered import RunContext, StageInfo, stages_in_order
 from tasks.prefect_ui import benchmark_progress, flow_run_link, run_name
 from tasks.stages import plan_task, plan_vs_actual, run_jobs, run_shards
@@ -39,7 +40,7 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     chosen = selected_teachers(s, teachers)
     flow_run_id, ui_url = flow_run_link()
     run: dict[str, Any] = {"started": started, "spec_path": str(spec), "flow_run_id": flow_run_id, "ui_url": ui_url,
-                           "counts": summary}
+                           "counts": summary, "run_id": new_run_id(started)}
     ctx = RunContext(s, tuple(teachers) if teachers else None, Path(outp), run)
     order = stages_in_order()
 
@@ -54,10 +55,13 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
             mine = jobs[info.name]
             if info.shards:
                 planned = plan_task(dbp, s, teachers) if mine else None
+                if planned is not None:
+                    mon.planned(planned)
+                began = time.time()
                 results, engines = run_shards(dbp, info, mine, s) if mine else ([], 0)
                 part = {**info.summary(results), "engines_loaded": engines}
                 if planned is not None:
-                    summary["plan_vs_actual"] = plan_vs_actual(planned, part)
+                    summary["plan_vs_actual"] = plan_vs_actual(s.name, planned, part, results, began)
             else:
                 results = run_jobs(dbp, info, mine, s) if mine else []
                 part = info.summary(results)

@@ -121,6 +121,10 @@ class BenchmarkProgress:
         self.laps.lap(stage)
         BOARD.stage_done(stage)
 
+    def planned(self, totals: dict[str, Any]) -> None:
+        """The run's plan (`plan_task`): its transfer time is the time left until rollouts commit."""
+        BOARD.plan_transfer(totals.get("estimated_wall_s"))
+
     def finish(self, summary: dict[str, Any]) -> None:
         """Log the summary counts and paths; publish the rank table next to the progress."""
         logger = run_logger()

@@ -83,6 +83,8 @@ class RunProgress:
     shards: dict[str, tuple[int, int]] = field(default_factory=dict)
     committed: int = 0
     failed: str | None = None
+    transfer_planned_s: float | None = None
+    """The plan's transfer time (`legival plan` inside the run): the time left until a rollout commits."""
     artifact_id: Any = None
     _t0: float = 0.0
     _stage_t0: float = 0.0
@@ -152,8 +154,10 @@ class RunProgress:
             t = round(t * self.shards_expected / len(self.shards))  # shards not planned yet: extrapolate
         if self.shards and d >= t:
             return 0.0
-        if self.committed <= 0:
-            return None
+        if self.committed <= 0:  # no rate measured yet: what the plan said, less the time gone
+            if self.transfer_planned_s is None:
+                return None
+            return max(0.0, self.transfer_planned_s - (now - self._stage_t0))
         rate = self.committed / max(now - self._stage_t0, 1e-6)
         return (t - d) / rate
 
@@ -239,6 +243,13 @@ class ProgressBoard:
     def end_run(self) -> None:
         with self._lock:
             self.run = None
+
+    def plan_transfer(self, seconds: float | None) -> None:
+        """The transfer time the run's plan expects (before the first commit, the time left is its)."""
+        with self._lock:
+            if self.run is not None:
+                self.run.transfer_planned_s = seconds
+                self.run.publish(force=True)
 
     def shard(self, shard: str, done: int, total: int, committed: int = 0) -> None:
         """Record a shard's position; publishes to its Prefect artifact, the run's, the sinks and the file."""

@@ -21,7 +21,6 @@ so nothing is committed twice. `execution.retries` bounds the losses of one engi
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import threading
@@ -32,15 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from legival_core.spec import Execution
-from legival_core.stages.base import Work
+from legival_core.stages.base import Work, engine_for
 from legival_core.stages.isolation import isolated
 
 log = logging.getLogger("legival.orchestration")
-
-
-def engine_for(key: str, n_engines: int) -> int:
-    """Stable across processes and runs (Python's `hash` is salted per process)."""
-    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % n_engines
 
 
 @dataclass(slots=True)

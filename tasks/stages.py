@@ -157,16 +157,53 @@ def plan_task(db: str, spec: BenchmarkSpec, teachers: list[str] | None) -> dict[
         p = plan_benchmark(spec, store, teachers=teachers)
     publish_plan(spec.name, markdown(p))
     t = p.totals()
+    t["shards"] = [{"teacher": s.teacher, "dataset": s.dataset, "student": s.student, "seconds": s.seconds}
+                   for s in p.shards]
     run_logger().info("plan: %d rollouts to generate (%d cached), %d prompt tokens (%d after prefix sharing), "
                       "%d judge calls", t["rollouts_missing"], t["rollouts_cached"], t["prompt_tokens"],
                       t["prompt_tokens_computed"], t["judge_calls"])
     return t
 
 
-def plan_vs_actual(planned: dict[str, Any], transfer: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Planned and generated rollouts and first-pass prompt tokens of this run."""
-    return {"rollouts": {"planned": planned["rollouts_missing"], "actual": transfer.get("rollouts_generated", 0)},
-            "prompt_tokens": {"planned": planned["prompt_tokens"], "actual": transfer.get("prompt_tokens", 0)}}
+def plan_vs_actual(spec_name: str, planned: dict[str, Any], transfer: dict[str, Any], results: list[Any],
+                   started: float) -> dict[str, Any]:
+    """Planned and generated rollouts and first-pass prompt tokens of this run, and its transfer time:
+    `wall_s` from the stage's start (`started`, epoch seconds) to now, plus the part of an engine's
+    model load that ran before it (prewarmed), against the plan's estimate; per shard, its rollouts'
+    engine seconds against the plan's. Published as the `plan-vs-actual-<spec>` artifact."""
+    import time
+
+    loads = [(r.summary.load_started, r.summary.load_s) for r in results if r.summary.load_started is not None]
+    before = max((max(0.0, min(started, t0 + s) - t0) for t0, s in loads), default=0.0)
+    planned_s = {(x["teacher"], x["dataset"], x["student"]): x["seconds"] for x in planned.get("shards", [])}
+    shards = [{"shard": f"{r.teacher} x {r.dataset} x {r.student}",
+               "planned_s": planned_s.get((r.teacher, r.dataset, r.student)),
+               "actual_s": round(r.summary.compute_s, 1)} for r in results]
+    out = {"rollouts": {"planned": planned["rollouts_missing"], "actual": transfer.get("rollouts_generated", 0)},
+           "prompt_tokens": {"planned": planned["prompt_tokens"], "actual": transfer.get("prompt_tokens", 0)},
+           "wall_s": {"planned": planned.get("estimated_wall_s"), "actual": round(time.time() - started + before, 1)},
+           "shards": shards}
+    publish_markdown("plan-vs-actual", spec_name, time_markdown(out), "the transfer's time: planned and actual")
+    return out
+
+
+def time_markdown(pva: dict[str, Any]) -> str:
+    """`plan_vs_actual`'s times as markdown: per shard, then the transfer's wall time."""
+    from legival_core import markdown
+    from legival_core.plan.render import duration
+
+    def ratio(planned: float | None, actual: float) -> str:
+        return f"{planned / actual:.2f}" if planned is not None and actual > 0 else "-"
+
+    lines = ["# Transfer time: planned and actual", "",
+             markdown.row(["shard", "planned engine s", "actual engine s", "planned / actual"]), "|---|---:|---:|---:|"]
+    for x in pva["shards"]:
+        lines.append(markdown.row([markdown.cell(x["shard"]), "-" if x["planned_s"] is None else f"{x['planned_s']:,.1f}",
+                                   f"{x['actual_s']:,.1f}", ratio(x["planned_s"], x["actual_s"])]))
+    w = pva["wall_s"]
+    lines += ["", f"Wall time of the transfer (engine start included): planned {duration(w['planned'])}, actual "
+                  f"{duration(w['actual'])}, planned / actual {ratio(w['planned'], w['actual'])}."]
+    return "\n".join(lines) + "\n"
 
 
 def log_counts(what: str, counts: dict[str, Any]) -> None:

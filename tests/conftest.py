@@ -140,13 +140,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: -length[group_of[item.nodeid]])  # stable: the order inside a group stays
+    if _parallel():
+        for item in items:
+            if item.get_closest_marker("timing"):
+                item.add_marker(pytest.mark.skip(reason=TIMING_ALONE))
     if config.getoption("--fast"):
-        slow = [i for i in items if length[group_of[i.nodeid]] > FAST_GROUP_S
+        slow = [i for i in items if length[group_of[i.nodeid]] > FAST_GROUP_S or i.get_closest_marker("timing")
                 or i.get_closest_marker("slow") or i.get_closest_marker("vllm")]
         if slow:
             config.hook.pytest_deselected(items=slow)
             left_out = set(slow)
             items[:] = [i for i in items if i not in left_out]
+
+
+TIMING_ALONE = ("measures wall time, so it runs alone: `make test` runs the timing tests after the parallel "
+                "suite (`pytest -m timing`)")
+
+
+def _parallel() -> bool:
+    """Inside pytest-xdist with more than one worker: other tests share the CPUs."""
+    return os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") not in ("", "0", "1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

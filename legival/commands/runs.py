@@ -32,19 +32,28 @@ def runs(db: DbOption) -> None:
             "teachers": json.loads(r["teachers"]) if r["teachers"] else "all",
             "new_traces": counts.get("new_traces"), "rollouts_generated": counts.get("rollouts_generated"),
             "judge_calls": counts.get("judge_calls"), "metric_rows": n_metrics.get(r["run_id"], 0),
-            "flow_run_id": r["flow_run_id"], "ui_url": r["ui_url"],
+            "flow_run_id": r["flow_run_id"], "ui_url": r["ui_url"], **_transfer_time(counts),
         })
     if not rows:
         out_console.print(f"no runs recorded in {db} (`legival run SPEC --db {db}` records one per run)",
                           markup=False, highlight=False, soft_wrap=True)
     else:
         cols = ["seq", "run_id", "spec", "started_at", "wall_s", "new_traces", "rollouts_generated", "judge_calls",
-                "metric_rows", "teachers"]
+                "transfer_time_ratio", "metric_rows", "teachers"]
         _print_rows(cols, [[format_cell(r[c]) for c in cols] for r in rows])
         for r in rows:
             if r["ui_url"]:
                 out_console.print(f"#{r['seq']} in Prefect: {r['ui_url']}", markup=False, highlight=False, soft_wrap=True)
     emit_summary({"command": "runs", "db": str(db), "runs": rows})
+
+
+def _transfer_time(counts: dict[str, Any]) -> dict[str, Any]:
+    """The run's transfer time, planned and actual (`plan_vs_actual.wall_s`), and planned / actual;
+    None when the run had no transfer work or no estimate."""
+    wall = (counts.get("plan_vs_actual") or {}).get("wall_s") or {}
+    planned, actual = wall.get("planned"), wall.get("actual")
+    ratio = round(planned / actual, 2) if planned is not None and actual and counts.get("rollouts_generated") else None
+    return {"transfer_planned_s": planned, "transfer_actual_s": actual, "transfer_time_ratio": ratio}
 
 
 @app.command()

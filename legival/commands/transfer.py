@@ -36,7 +36,11 @@ def transfer(
     backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options, e.g. '{\"base_url\": ...}'.")] = "{}",
 ) -> None:
     """Roll out a student on prefixes of correct teacher traces; computes only what is missing."""
+    from datetime import UTC, datetime
+
+    from legival_core.runs.record import new_run_id
     from legival_core.stages.transfer import run_transfer
+    from legival_core.stages.transfer_timing import Timing
 
     try:
         options = json.loads(backend_options)
@@ -49,9 +53,11 @@ def transfer(
     config = settings(Student, name=student, backend=backend, model=model, dtype=dtype,
                       backend_options=options).config(t)
     t0 = time.perf_counter()
+    # its batches' timings calibrate `legival plan` (an accelerator named by the engine: cpu, else unnamed)
+    timing = Timing(f"transfer-{new_run_id(datetime.now(UTC))}", "transfer", "")
     with open_store(db) as store, progress_bar(f"transfer ({student})") as bar:
         s = run_transfer(store, None, config, teacher=teacher, dataset=dataset, limit=limit,
                          traces_per_chunk=traces_per_chunk,
-                         progress=lambda done, total: bar.update(done=done, total=total))
+                         progress=lambda done, total: bar.update(done=done, total=total), timing=timing)
     emit_summary({"command": "transfer", "student": student, "student_key": config.student_key,
                   **s.as_dict(), "wall_s": round(time.perf_counter() - t0, 3)})

@@ -109,6 +109,9 @@ class BackendInfo:
     dtypes: tuple[str, ...] = ()
     student: bool = True
     chat_teacher: bool = False
+    max_batch: int | None = None
+    """Rows it decodes together by default (its `max_batch` option overrides); None: a call's rows all
+    at once (a server's continuous batching). The plan's cost model counts decode steps with it."""
 
 
 BackendFactory = Callable[..., TextBackend]

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     import torch
 
 Dtype = Literal["float32", "bfloat16"]
+DEFAULT_MAX_BATCH = 16
+"""Rows decoded together (the `max_batch` option; `BackendInfo.max_batch` for the plan's cost model)."""
 
 
 @dataclass(slots=True)
@@ -116,7 +118,7 @@ class EmbeddedBackend:
         self,
         model_dir: Path | str | None = None,
         dtype: Dtype = "float32",
-        max_batch: int = 16,
+        max_batch: int = DEFAULT_MAX_BATCH,
         cache_dir: Path | str | None = None,
         model_id: str | None = None,
         num_threads: int | None = None,
@@ -151,6 +153,11 @@ class EmbeddedBackend:
         self.context_length: int = int(config.max_position_embeddings)
         self._eos_ids = _eos_ids(self._model, self._tokenizer)
         self._turn_end = turn_end(self._tokenizer)
+
+    @property
+    def device(self) -> str:
+        """What its speed depends on (`transfer_timings.device`): the CPU threads torch uses."""
+        return f"cpu, {self._torch.get_num_threads()} threads"
 
     # ---- TextBackend -------------------------------------------------------------------------
 
@@ -421,7 +428,7 @@ def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
-@register("backend", "embedded", meta=BackendInfo(dtypes=("float32", "bfloat16")))
+@register("backend", "embedded", meta=BackendInfo(dtypes=("float32", "bfloat16"), max_batch=DEFAULT_MAX_BATCH))
 def make_embedded_backend(model: str | None = None, dtype: str | None = None, **options: Any) -> EmbeddedBackend:
     """transformers on the CPU with shared-prefix KV reuse (default model: the shipped SmolLM2; any
     shipped model by name, e.g. Gemma 3 270M; otherwise a local model directory)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ class LazyBackend:
     def __init__(self, factory: Callable[[], TextBackend]) -> None:
         self._factory = factory
         self._backend: TextBackend | None = None
+        self._load: tuple[float, float] | None = None
 
     @property
     def loaded(self) -> bool:
@@ -21,9 +23,17 @@ class LazyBackend:
         """Build the backend now (e.g. while other work runs) instead of on first use."""
         self._get()
 
+    def take_load(self) -> tuple[float, float] | None:
+        """(epoch seconds it started, seconds it took) of the model load, once: the first chunk after
+        it reports it (`legival_core.stages.transfer.RolloutChunk`), a prewarmed load included."""
+        load, self._load = self._load, None
+        return load
+
     def _get(self) -> TextBackend:
         if self._backend is None:
+            started, t0 = time.time(), time.perf_counter()
             self._backend = self._factory()
+            self._load = (started, time.perf_counter() - t0)
         return self._backend
 
     @property

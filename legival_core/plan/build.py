@@ -13,13 +13,15 @@ graded and segmented there with the same ingest code, and the real store left un
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from legival_core.bulk import spread
+from legival_core.plan.model import BenchmarkPlan, GenerationPlan, ShardPlan
 from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
-from legival_core.plan.throughput import Table, ThroughputError, estimate_time, load_table
+from legival_core.plan.throughput import Table, ThroughputError, load_table
+from legival_core.plan.timing import expected_decode, max_batch_of, shard_work, student_times
 from legival_core.spec import BenchmarkSpec, Ingest, Teacher
 from legival_core.stages.base import required, run_stage
 from legival_core.stages.registered import Job, RunContext, stages_in_order
@@ -33,96 +35,6 @@ traces spread over the shard are loaded and counted and the rest estimated from 
 the shard says so."""
 
 
-@dataclass(slots=True)
-class ShardPlan:
-    """One transfer shard (teacher, dataset, student) as the flow runs it."""
-
-    teacher: str
-    dataset: str
-    student: str
-    transfer_traces: int = 0
-    rollouts_total: int = 0
-    rollouts_cached: int = 0
-    rollouts_missing: int = 0
-    traces_with_work: int = 0
-    prompt_tokens: int = 0
-    prompt_tokens_computed: int = 0
-    decode_budget: int = 0
-    forcing_budget: int = 0
-    expected_decode: int | None = None
-    prompt_tokens_counted: str = "exact"
-    chunks: int = 0
-    """Chunks the shard's missing traces are sent in (sized by `shard_chunk`, as the flow's shard task does)."""
-
-
-@dataclass(slots=True)
-class GenerationPlan:
-    teacher: str
-    dataset: str
-    model: str
-    problems: int
-    decode_budget: int
-
-
-@dataclass(slots=True)
-class StudentTime:
-    """Wall time of a model's work (a student's rollouts, or a teacher's generations at full budget)."""
-
-    student: str
-    model: str
-    accelerator: str
-    engines: int
-    seconds: float | None = None
-    gpu_hours: float | None = None
-    source: str = ""
-    unavailable: str | None = None
-
-
-@dataclass(slots=True)
-class BenchmarkPlan:
-    spec: str
-    store: str
-    traces_stored: int = 0
-    traces_new: int = 0
-    shards: list[ShardPlan] = field(default_factory=list)
-    generation: list[GenerationPlan] = field(default_factory=list)
-    sentences_to_embed: int = 0
-    traces_missing_efficiency: int = 0
-    embedding_model: str = ""
-    judge: dict[str, Any] = field(default_factory=dict)
-    quality: dict[str, int] = field(default_factory=dict)
-    stages: dict[str, dict[str, int]] = field(default_factory=dict)
-    """The other registered stages this run has jobs for: units to compute and units stored (their
-    stages' own `plan()`; `legival_core.stages.registered`)."""
-    times: list[StudentTime] = field(default_factory=list)
-    generation_times: list[StudentTime] = field(default_factory=list)
-    prompt_tokenizer: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    def totals(self) -> dict[str, Any]:
-        keys = ("transfer_traces", "rollouts_total", "rollouts_cached", "rollouts_missing", "prompt_tokens",
-                "prompt_tokens_computed", "decode_budget", "forcing_budget")
-        out: dict[str, Any] = {k: sum(getattr(s, k) for s in self.shards) for k in keys}
-        expected = [s.expected_decode for s in self.shards if s.rollouts_missing]
-        out["expected_decode"] = None if any(e is None for e in expected) else sum(e or 0 for e in expected)
-        out["shards_with_work"] = sum(1 for s in self.shards if s.rollouts_missing)
-        out["generations"] = sum(g.problems for g in self.generation)
-        out["judge_calls"] = int(self.judge.get("calls", 0))
-        out["judge_cost_usd"] = float(self.judge.get("cost_usd", 0.0))
-        out["sentences_to_embed"] = self.sentences_to_embed
-        known = [t for t in self.times if t.seconds is not None]
-        out["estimated_wall_s"] = max((t.seconds or 0 for t in known), default=None) if known else None
-        out["gpu_hours"] = round(sum(t.gpu_hours or 0 for t in known), 3) if known else None
-        gen = [t for t in self.generation_times if t.gpu_hours is not None]
-        out["generation_gpu_hours_at_budget"] = round(sum(t.gpu_hours or 0 for t in gen), 3) if gen else None
-        return out
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["totals"] = self.totals()
-        return d
-
-
 def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | None = None,
                    table: Table | None = None, sample: int = PLAN_SAMPLE,
                    counter_for: Callable[[str, dict[str, Any]], PromptCounter] | None = None,
@@ -130,6 +42,11 @@ def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | N
     """The plan of `spec` on `store` (which already holds the traces a run would ingest)."""
     chosen = _chosen(spec, teachers)
     p = BenchmarkPlan(spec_name or spec.name, store_name or str(spec.store))
+    if table is None:
+        try:
+            table = load_table()
+        except ThroughputError as e:
+            p.notes.append(str(e))
     p.traces_stored = store.count("traces")
     p.generation = _generation(spec, chosen)
     if any(t.generate is not None for t in chosen):
@@ -137,7 +54,7 @@ def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | N
                        "(run `legival plan` again after generation)")
     detailed: dict[str, Callable[[], None]] = {
         "efficiency": lambda: _efficiency(spec, store, p),
-        "transfer": lambda: _transfer(spec, store, chosen, p, sample, counter_for or _local_counter),
+        "transfer": lambda: _transfer(spec, store, chosen, p, sample, counter_for or _local_counter, table),
         "judge": lambda: _judge(spec, store, p),
         "quality": lambda: _quality(spec, store, p),
     }
@@ -153,7 +70,8 @@ def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | N
             detailed[info.name]()
         elif any(j.stages for j in jobs):
             p.stages[info.name] = _count(jobs, store)
-    _times(spec, p, table)
+    if table is not None:
+        student_times(spec, store, p, table)
     return p
 
 
@@ -242,7 +160,7 @@ def _efficiency(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
 
 
 def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: BenchmarkPlan, sample: int,
-              counter_for: Callable[[str, dict[str, Any]], PromptCounter]) -> None:
+              counter_for: Callable[[str, dict[str, Any]], PromptCounter], table: Table | None) -> None:
     from legival_core.datasets.base import get_dataset
     from legival_core.stages.transfer import TransferStage, shard_chunk
 
@@ -251,6 +169,7 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
         counter = counter_for(config.model, dict(config.backend_options))
         p.prompt_tokenizer[st.name] = counter.source
         mean_decode = reads.mean_rollout_completion_tokens(store, config.student_key)
+        max_batch = max_batch_of(config)
         for t in chosen:
             for d in spec.datasets:
                 stage = TransferStage(config, t.name, d, spec.transfer.limit)
@@ -262,11 +181,17 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
                 rows = missing.rows[spread(range(work), sample)] if work > sample else missing.rows
                 units = stage.units(store, rows, missing.done)
                 depths = _missing_depths(missing.rows, missing.done, config) if work > sample else None
-                tokens, counted = _count_prompts(counter, get_dataset(d).system_prompt, units, work, depths)
+                dataset = get_dataset(d)
+                tokens, counted, sizes = _count_prompts(counter, dataset.system_prompt, units, work, depths)
                 shard.prompt_tokens, shard.prompt_tokens_computed = tokens.requested, tokens.computed
                 shard.prompt_tokens_counted = counted
                 per_chunk = shard_chunk(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
                 shard.chunks = -(-work // max(1, per_chunk))
+                if table is not None and sizes:
+                    expect = expected_decode(store, config, counter.text_tokens(dataset.forcing_text), table.decode)
+                    p.decode_expected[st.name] = expect.source
+                    shard.work = shard_work(sizes, per_chunk, spec.execution.max_concurrent_engines, expect,
+                                            max_batch).scaled(work / len(sizes))
                 shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
                 shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens
                 if mean_decode is not None:
@@ -312,13 +237,15 @@ def _fit(x: list[int], y: list[int], x_sum: int, n: int) -> float:
 
 
 def _count_prompts(counter: PromptCounter, system: str, units: list[Any], traces: int,
-                   depths: Depths | None = None) -> tuple[PromptTokens, str]:
+                   depths: Depths | None = None) -> tuple[PromptTokens, str, list[tuple[str, list[int]]]]:
     """The prompt tokens of a shard's missing rollouts: `units` are all its `traces` traces with work
     (counted exactly), or a spread sample of them, from which a regression estimate extends to the
     shard's `depths`: each sampled prompt's size against its depth k (a prompt is the question plus k
     steps) fitted as a + b*k over all missing rollouts; prefix sharing's computed tokens (each trace's
-    deepest prompt, plus one token per other prompt) the same way from each trace's deepest k."""
+    deepest prompt, plus one token per other prompt) the same way from each trace's deepest k. Also
+    returns, per trace counted, its id and its prompts' sizes (the cost model's input)."""
     total = ZERO
+    per_trace: list[tuple[str, list[int]]] = []
     ks: list[int] = []
     sizes: list[int] = []
     deep_k: list[int] = []
@@ -327,16 +254,18 @@ def _count_prompts(counter: PromptCounter, system: str, units: list[Any], traces
         if not plans:
             continue
         got = counter.sizes(system, trace.problem.question, plans)
+        per_trace.append((trace.trace_id, got))
         total = total + PromptTokens(sum(got), max(got) + len(got) - 1)
         ks += [r.k for r in plans]
         sizes += got
         deep_k.append(max(r.k for r in plans))
         deep.append(max(got))
     if len(units) >= traces or depths is None or not sizes:
-        return total, "exact" if counter.exact else "estimate"
+        return total, "exact" if counter.exact else "estimate", per_trace
     requested = _fit(ks, sizes, depths.k_sum, depths.rollouts)
     computed = _fit(deep_k, deep, depths.deepest_sum, depths.traces) + depths.rollouts - depths.traces
-    return PromptTokens(round(requested), round(computed)), f"scaled from {len(units)} of {traces} traces"
+    return (PromptTokens(round(requested), round(computed)), f"scaled from {len(units)} of {traces} traces",
+            per_trace)
 
 
 def _local_counter(model: str, options: dict[str, Any]) -> PromptCounter:
@@ -368,39 +297,3 @@ def _quality(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
 
     for group in resolve_groups(list(spec.quality.metrics) if spec.quality.metrics else None):
         p.quality[group] = len(QualityStage(group).plan(store).units)
-
-
-def _times(spec: BenchmarkSpec, p: BenchmarkPlan, table: Table | None) -> None:
-    ex = spec.execution
-    accelerator = ex.accelerator or ("cpu" if ex.gpus_per_engine == 0 else "")
-    try:
-        table = table or load_table()
-    except ThroughputError as e:
-        p.notes.append(str(e))
-        return
-    for st in spec.students:
-        config = spec.student_config(st)
-        mine = [s for s in p.shards if s.student == st.name]
-        decode = sum(s.expected_decode if s.expected_decode is not None else s.decode_budget for s in mine)
-        p.times.append(_time(table, st.name, config.model, accelerator, ex.max_concurrent_engines, ex.gpus_per_engine,
-                             sum(s.prompt_tokens_computed for s in mine), decode))
-    for teacher in dict.fromkeys(g.teacher for g in p.generation):
-        gens = [g for g in p.generation if g.teacher == teacher]
-        p.generation_times.append(_time(table, teacher, gens[0].model, accelerator, ex.max_concurrent_engines,
-                                        ex.gpus_per_engine, 0, sum(g.decode_budget for g in gens)))
-
-
-def _time(table: Table, who: str, model: str, accelerator: str, engines: int, gpus_per_engine: float,
-          prefill: int, decode: int) -> StudentTime:
-    t = StudentTime(who, model, accelerator or "?", engines)
-    if not accelerator:
-        t.unavailable = "set execution.accelerator (a kind in configs/throughput.yaml) to estimate time"
-        return t
-    try:
-        row = table.row(model, accelerator)
-    except ThroughputError as e:
-        t.unavailable = str(e)
-        return t
-    est = estimate_time(prefill, decode, row, engines, gpus_per_engine)
-    t.seconds, t.gpu_hours, t.source = est.seconds, est.gpu_hours, est.source
-    return t

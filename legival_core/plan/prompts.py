@@ -51,6 +51,14 @@ class PromptCounter:
         self.exact = tokenizer is not None
         self.source = source if self.exact else f"estimate with tiktoken cl100k_base ({source})"
 
+    def text_tokens(self, text: str) -> int:
+        """Tokens of a plain text (the forcing text a forced rollout's prompt grows by)."""
+        if self.tokenizer is None:
+            from legival_core.tokens import encoding
+
+            return len(encoding().encode_ordinary(text))
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def count(self, system: str, question: str, plans: Sequence[PlannedRollout]) -> PromptTokens:
         """The prompt tokens of one trace's planned rollouts (any subset of its depths)."""
         if not plans:

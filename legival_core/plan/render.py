@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from legival_core.plan.build import BenchmarkPlan
+from typing import Any
+
+from legival_core.plan.model import BenchmarkPlan
 
 SHARD_HEADERS = ("teacher", "dataset", "student", "traces", "rollouts", "cached", "to do", "prompt tok",
-                 "computed", "decode", "chunks")
+                 "computed", "decode", "chunks", "engine s")
 """`computed`: prompt tokens left after prefix sharing; `decode`: the decode budget of the rollouts to do
-(the JSON summary also has the expected decode from stored rollouts, and the forcing budget)."""
+(the JSON summary also has the expected decode from stored rollouts, and the forcing budget); `engine s`:
+the engine seconds the cost model expects of the shard's rollouts (`legival_core.plan.timing`)."""
 
 
 def _n(v: int | float | None) -> str:
@@ -27,28 +30,36 @@ def _n(v: int | float | None) -> str:
 def shard_rows(plan: BenchmarkPlan) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = [(s.teacher, s.dataset, s.student, _n(s.transfer_traces), _n(s.rollouts_total), _n(s.rollouts_cached),
              _n(s.rollouts_missing), _n(s.prompt_tokens), _n(s.prompt_tokens_computed), _n(s.decode_budget),
-             _n(s.chunks)) for s in plan.shards]
+             _n(s.chunks), _n(s.seconds)) for s in plan.shards]
     t = plan.totals()
     rows.append(("total", "", "", _n(t["transfer_traces"]), _n(t["rollouts_total"]), _n(t["rollouts_cached"]),
                  _n(t["rollouts_missing"]), _n(t["prompt_tokens"]), _n(t["prompt_tokens_computed"]),
-                 _n(t["decode_budget"]), _n(sum(s.chunks for s in plan.shards))))
+                 _n(t["decode_budget"]), _n(sum(s.chunks for s in plan.shards)), _n(_seconds(plan.shards))))
     return rows
 
 
-GROUP_HEADERS = ("traces", "rollouts", "to do", "prompt tok", "decode")
+def _seconds(shards: list[Any]) -> float | None:
+    """Engine seconds of shards (None when any has no estimate)."""
+    known = [s.seconds for s in shards]
+    return None if any(v is None for v in known) else sum(known)
+
+
+GROUP_HEADERS = ("traces", "rollouts", "to do", "prompt tok", "decode", "engine s")
 
 
 def grouped_rows(plan: BenchmarkPlan, keys: tuple[str, ...]) -> tuple[tuple[str, ...], list[tuple[str, ...]]]:
     """The shards summed by `keys` (e.g. ("teacher",)), in first-seen order, and a total row."""
-    sums: dict[tuple[str, ...], list[int]] = {}
+    groups: dict[tuple[str, ...], list[Any]] = {}
     for s in plan.shards:
-        acc = sums.setdefault(tuple(getattr(s, k) for k in keys), [0] * 5)
-        for i, v in enumerate((s.transfer_traces, s.rollouts_total, s.rollouts_missing, s.prompt_tokens,
-                               s.decode_budget)):
-            acc[i] += v
-    rows = [(*k, *(_n(v) for v in acc)) for k, acc in sums.items()]
-    total = [sum(acc[i] for acc in sums.values()) for i in range(5)]
-    rows.append(("total", *([""] * (len(keys) - 1)), *(_n(v) for v in total)))
+        groups.setdefault(tuple(getattr(s, k) for k in keys), []).append(s)
+
+    def cells(shards: list[Any]) -> tuple[str, ...]:
+        counts = (sum(getattr(s, f) for s in shards) for f in ("transfer_traces", "rollouts_total", "rollouts_missing",
+                                                                "prompt_tokens", "decode_budget"))
+        return (*(_n(v) for v in counts), _n(_seconds(shards)))
+
+    rows = [(*k, *cells(shards)) for k, shards in groups.items()]
+    rows.append(("total", *([""] * (len(keys) - 1)), *cells(list(plan.shards))))
     return (*keys, *GROUP_HEADERS), rows
 
 
@@ -61,6 +72,13 @@ def duration(seconds: float | None) -> str:
     if s < 7200:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"
+
+
+def span(tm: Any) -> str:
+    """One number when the rates are measured or calibrated, else the range their basis implies."""
+    if tm.low_s is None or tm.high_s is None or tm.low_s >= tm.high_s:
+        return duration(tm.seconds)
+    return f"{duration(tm.low_s)} to {duration(tm.high_s)} ({duration(tm.seconds)} at the row's figures)"
 
 
 def summary_lines(plan: BenchmarkPlan) -> list[str]:
@@ -80,7 +98,7 @@ def summary_lines(plan: BenchmarkPlan) -> list[str]:
         gens = [g for g in plan.generation if g.teacher == teacher]
         tm = times.get(teacher)
         when = "" if tm is None else (f"; time unavailable ({tm.unavailable})" if tm.unavailable else
-                                      f"; at most {duration(tm.seconds)}, {tm.gpu_hours:,.1f} GPU-hours")
+                                      f"; at most {span(tm)}, {tm.gpu_hours:,.1f} GPU-hours ({tm.basis})")
         out.append(f"generate {teacher} ({gens[0].model}): up to "
                    + ", ".join(f"{g.problems:,} {g.dataset}" for g in gens)
                    + f" problems, decode budget {sum(g.decode_budget for g in gens):,} tokens{when}")
@@ -106,9 +124,17 @@ def summary_lines(plan: BenchmarkPlan) -> list[str]:
     for tm in plan.times:
         if tm.unavailable:
             out.append(f"time of {tm.student}: unavailable ({tm.unavailable})")
-        else:
-            out.append(f"time of {tm.student} on {tm.engines} x {tm.accelerator} engine(s): {duration(tm.seconds)}, "
-                       f"{tm.gpu_hours:,.2f} GPU-hours (throughput: {tm.source})")
+            continue
+        if not tm.compute_s:
+            out.append(f"time of {tm.student}: nothing to roll out (rates {tm.basis}: {tm.source})")
+            continue
+        out.append(f"time of {tm.student} on {tm.engines} x {tm.accelerator} engine(s): {span(tm)} (engine start "
+                   f"{duration(tm.load_s)} + {duration(tm.compute_s)} of rollouts in engine time), "
+                   f"{tm.gpu_hours:,.2f} GPU-hours; rates {tm.basis}: {tm.source}")
+        if tm.decode:
+            out.append(f"decode of {tm.student}: {tm.decode}")
+    if len([tm for tm in plan.times if tm.seconds is not None]) > 1:
+        out.append(f"transfer time (students take turns): {duration(t['estimated_wall_s'])}")
     out.extend(f"note: {n}" for n in plan.notes)
     return out
 

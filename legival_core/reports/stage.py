@@ -99,7 +99,7 @@ def _report_jobs(ctx: RunContext) -> list[Job]:
         if "started" in run:
             record = RunInfo(spec.name, spec_hash(spec), run["started"], spec_path=run.get("spec_path"),
                              flow_run_id=run.get("flow_run_id"), ui_url=run.get("ui_url"),
-                             teachers=ctx.teachers, counts=dict(run.get("counts", {})))
+                             teachers=ctx.teachers, counts=dict(run.get("counts", {})), run_id=run.get("run_id"))
         return run_stage(ReportStage(out, config, record=record), access)
 
     return [Job("report", "report", job, (ReportStage(out, config),))]

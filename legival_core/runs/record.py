@@ -101,6 +101,8 @@ class RunInfo:
     flow_run_id: str | None = None
     ui_url: str | None = None
     counts: dict[str, Any] = field(default_factory=dict)
+    run_id: str | None = None
+    """The id the run took when it started (its `transfer_timings` rows carry it); None: a new one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,7 @@ def new_run_id(now: datetime) -> str:
 def record_run(store: Store, data: Reported, info: RunInfo) -> RecordedRun:
     """Store the run row and its metric rows in one transaction."""
     now = datetime.now(UTC).replace(tzinfo=None)
-    run_id = new_run_id(now)
+    run_id = info.run_id or new_run_id(now)
     boot = data.boot
     row = {
         "run_id": run_id, "spec_name": info.spec_name, "spec_hash": info.spec_hash, "spec_path": info.spec_path,

@@ -154,3 +154,9 @@ class Execution(Strict):
     max_concurrent_shards: int = Field(default=4, ge=1)
     retries: int = Field(default=2, ge=0, description="retries of a shard task after a transient failure; also how "
                          "often one engine may be lost (and recreated) within a shard's run")
+
+    @property
+    def accelerator_kind(self) -> str:
+        """The engines' kind as the plan and the recorded timings name it: `accelerator`, else cpu when
+        the engines have no GPU, else "" (a GPU of unnamed kind)."""
+        return self.accelerator or ("cpu" if self.gpus_per_engine == 0 else "")

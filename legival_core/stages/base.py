@@ -105,6 +105,14 @@ def phase_progress(progress: Callable[[str, int, int], None] | None, phase: str,
     return report
 
 
+def engine_for(key: str, n_engines: int) -> int:
+    """The engine a unit routed by `key` goes to (`Work.route`): stable across processes and runs
+    (Python's `hash` is salted per process), so the Ray pool and the plan's cost model agree."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "big") % n_engines
+
+
 class Executor(Protocol):
     def run(self, work: Work[Any, U, R], units: Sequence[U]) -> Iterator[list[R]]:
         """Yield results chunk by chunk (in any order) as they finish."""

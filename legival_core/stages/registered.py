@@ -172,6 +172,20 @@ def stages_in_order() -> list[StageInfo]:
     return in_needs_order([e.meta for e in entries("stage")])
 
 
+def stages_before(name: str) -> list[StageInfo]:
+    """The stages `name` needs or requires, directly or through others, in run order (not itself)."""
+    infos = {i.name: i for i in stages_in_order()}
+    wanted: set[str] = set()
+    todo = [name]
+    while todo:
+        current = infos[todo.pop()]
+        for dep in (*current.needs, *current.requires):
+            if dep not in wanted:
+                wanted.add(dep)
+                todo.append(dep)
+    return [i for i in infos.values() if i.name in wanted]
+
+
 def in_needs_order(stages: Sequence[StageInfo]) -> list[StageInfo]:
     """Each stage after the stages it needs or requires (Kahn's algorithm; of the stages ready, the
     lowest `order`, then name, first). A need on a stage not given, or a circle, is an error naming it."""

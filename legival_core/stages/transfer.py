@@ -13,12 +13,19 @@ Two passes per rollout: greedy continuation with a first-answer stop; if no answ
 the forcing text is appended and at most `forcing_max_tokens` more are generated (`forced = true`).
 A prompt that does not fit the student's context is stored with `status = 'overflow'` and takes no
 part in the metrics.
+
+Every chunk also measures what it cost: its engine seconds (the model load apart) and its work in
+the cost model's units (`legival_core.transfer.cost`); a stage given a `Timing` stores one
+`transfer_timings` row per committed batch, in the batch's transaction, from which `legival plan`
+calibrates its time estimate.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import socket
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,8 +37,10 @@ from legival_core.bulk import gc_paused
 from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import Executor, Given, Plan, Work, run_stage
+from legival_core.stages.transfer_timing import Timing, device_of, take_load, timing_row
 from legival_core.store import Store
 from legival_core.store import planner as reads
+from legival_core.transfer.cost import EngineWork, pass_work
 from legival_core.transfer.rollout_plan import (
     PROMPT_VERSION,
     PlannedRollout,
@@ -46,7 +55,8 @@ from legival_core.types import Grade, Problem, Steps, canonical_json
 if TYPE_CHECKING:
     import polars as pl
 
-STAT_FIELDS = ("forced", "overflow", "prompt_tokens", "prefill_computed", "prefill_cached", "decode_tokens")
+STAT_FIELDS = ("forced", "overflow", "prompt_tokens", "prefill_computed", "prefill_cached", "decode_tokens",
+               "chunks", "steps", "context", "compute_s", "load_s")
 
 
 MIN_COMMITS = 8
@@ -69,13 +79,39 @@ class TransferSummary:
     prefill_computed: int = 0
     prefill_cached: int = 0
     decode_tokens: int = 0
+    chunks: int = 0
+    steps: int = 0
+    """Forward passes of the engines (`legival_core.transfer.cost`: prefilled prompts and decode steps)."""
+    context: int = 0
+    """Tokens attended to while decoding (`cost.decode_context`, summed over the rollouts)."""
+    compute_s: float = 0.0
+    """Engine seconds of the chunks (each measured on its engine, the model load apart)."""
+    load_s: float = 0.0
+    """Engine seconds spent loading the model (in this stage's chunks, or before them when prewarmed)."""
+    device: str = ""
+    host: str = ""
+    """The engine's device and host, as its chunks report them (the last one seen)."""
+    started: float = 0.0
+    """When the stage planned (epoch seconds): a shard's wall time runs from here to its last commit."""
+    batches: int = 0
+    """`transfer_timings` rows stored so far by this stage run."""
+    load_started: float | None = None
+    """When an engine of this stage started loading its model (epoch seconds; None: none loaded for it)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        del d["started"], d["batches"], d["load_started"]
+        d["compute_s"], d["load_s"] = round(self.compute_s, 3), round(self.load_s, 3)
+        return d
 
-    def add(self, stats: dict[str, int]) -> None:
+    def add(self, stats: dict[str, float]) -> None:
         for k, v in stats.items():
             setattr(self, k, getattr(self, k) + v)
+
+    @property
+    def work(self) -> EngineWork:
+        """The cost model's view of what the engines computed."""
+        return EngineWork(self.chunks, self.prefill_computed, self.steps, self.decode_tokens, self.context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +129,15 @@ Unit = tuple[TransferTrace, list[PlannedRollout]]
 
 @dataclass(frozen=True, slots=True)
 class RolloutBatch:
-    """The rows of one chunk of traces and its token accounting."""
+    """The rows of one chunk of traces, its token accounting and cost (`STAT_FIELDS`), and the engine
+    that computed it: its device, its host, and when it started loading its model (epoch seconds;
+    None when the load was reported with an earlier chunk, or the backend was given)."""
 
     rows: list[dict[str, Any]]
-    stats: dict[str, int] = field(default_factory=dict)
-    worker: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
+    device: str = ""
+    host: str = ""
+    load_started: float | None = None
 
 
 def select_transfer_traces(
@@ -185,6 +225,8 @@ class TransferStage:
     """A backend the caller built and keeps (tests, benchmarks; in-process only); default: the worker
     builds the registered backend of `config`, lazily, and closes it."""
     name: str = "transfer"
+    timing: Timing | None = None
+    """Set: each committed batch stores its `transfer_timings` row (what the plan calibrates on)."""
 
     @property
     def unit_scope(self) -> str:
@@ -204,6 +246,7 @@ class TransferStage:
         import polars as pl
 
         s = TransferSummary()
+        s.started = time.time()
         rows, s.empty_correct_traces = transfer_rows(store, self.teacher, self.dataset, self.limit)
         s.transfer_traces = rows.height
         c = self.config
@@ -251,10 +294,19 @@ class TransferStage:
     def commit(self, store: Store, results: Sequence[RolloutBatch], plan: Plan[Unit, TransferSummary]) -> int:
         """One transaction per batch: a crash never leaves part of a chunk, a rerun never duplicates."""
         rows = [r for b in results for r in b.rows]
+        timing = timing_row(self.timing, self.config, self.teacher, self.dataset, results, plan.summary) \
+            if self.timing is not None and results else None
         with store.transaction():
             store.insert_rows("rollouts", rows)
+            if timing is not None:
+                store.insert_rows("transfer_timings", [timing])
         for b in results:
             plan.summary.add(b.stats)
+            for k in ("device", "host"):
+                setattr(plan.summary, k, getattr(b, k) or getattr(plan.summary, k))
+            if b.load_started is not None:
+                plan.summary.load_started = min(b.load_started, plan.summary.load_started or b.load_started)
+        plan.summary.batches += 1 if timing is not None else 0
         plan.summary.rollouts_generated += len(rows)
         return len(rows)
 
@@ -293,9 +345,19 @@ class RolloutChunk:
     config: StudentConfig
 
     def __call__(self, backend: TextBackend, chunk: Sequence[Unit]) -> list[RolloutBatch]:
+        """One chunk on this engine, timed: the model loaded first (its load timed apart, reported by
+        the first chunk after it, also when it was prewarmed), then the chunk's calls."""
+        load_backend(backend)
+        loaded = take_load(backend)
         s = TransferSummary()
+        t0 = time.perf_counter()
         rows = rollout_chunk(backend, self.config, chunk, s)
-        return [RolloutBatch(rows, {k: getattr(s, k) for k in STAT_FIELDS})]
+        s.compute_s = time.perf_counter() - t0
+        s.chunks = 1
+        if loaded is not None:
+            s.load_s = loaded[1]
+        return [RolloutBatch(rows, {k: getattr(s, k) for k in STAT_FIELDS}, device_of(backend), socket.gethostname(),
+                             loaded[0] if loaded is not None else None)]
 
 
 def rollout_chunk(
@@ -316,6 +378,8 @@ def rollout_chunk(
                                               StopRuleSpec("first_answer", spec.name),
                                               repetition_penalty=config.repetition_penalty))
     first = backend.generate(requests)
+    max_batch = getattr(backend, "max_batch", None)
+    _add_work(summary, pass_work(first, max_batch))
     rows: list[dict[str, Any]] = []
     forcing: list[tuple[int, GenerationRequest]] = []
     for i, ((t, p, spec, prompt), c) in enumerate(zip(items, first, strict=True)):
@@ -335,6 +399,7 @@ def rollout_chunk(
         rows.append(row)
     if forcing:
         forced = backend.generate([r for _, r in forcing])
+        _add_work(summary, pass_work(forced, max_batch))
         for (i, _), c in zip(forcing, forced, strict=True):
             t, p, spec, _prompt = items[i]
             _account(summary, c)
@@ -378,6 +443,12 @@ def _set_grade(row: dict[str, Any], g: Grade) -> None:
     row["correct"], row["extracted"], row["grade_status"] = g.correct, g.extracted, g.status
 
 
+def _add_work(s: TransferSummary, work: EngineWork) -> None:
+    """Steps and context of a pass (its tokens are counted per completion by `_account`)."""
+    s.steps += round(work.steps)
+    s.context += round(work.context)
+
+
 def _account(s: TransferSummary, c: Completion) -> None:
     s.prefill_computed += c.prefill_computed
     s.prefill_cached += c.prefill_cached
@@ -395,9 +466,10 @@ def run_transfer(
     traces_per_chunk: int = 4,
     progress: Any = None,
     executor: Executor | None = None,
+    timing: Timing | None = None,
 ) -> TransferSummary:
     """The transfer stage in this process: with `backend` (owned by the caller) or, when None, the
     backend the registry builds for `config` (closed at the end). progress(done, total) counts
-    rollouts; cached ones count as done from the start."""
-    stage = TransferStage(config, teacher, dataset, limit, traces_per_chunk, backend)
+    rollouts; cached ones count as done from the start. `timing`: store its batches' timings."""
+    stage = TransferStage(config, teacher, dataset, limit, traces_per_chunk, backend, timing=timing)
     return run_stage(stage, store, executor, progress)

@@ -22,6 +22,7 @@ from legival_core.stages.transfer import (
     Unit,
     shard_chunk,
 )
+from legival_core.stages.transfer_timing import Timing
 from legival_core.store import Store
 from legival_core.transfer.rollout_plan import StudentConfig
 
@@ -81,20 +82,33 @@ def _transfer_jobs(ctx: RunContext) -> list[Job]:
     spec = ctx.spec
     if not spec.transfer.enabled:
         return []
+    timing = run_timing(ctx)
     jobs = []
     for st in spec.students:
         config = spec.student_config(st)
         for t in ctx.chosen():
             for d in spec.datasets:
-                jobs.append(shard_job(config, t.name, d, spec.transfer.limit, spec.execution.traces_per_chunk))
+                jobs.append(shard_job(config, t.name, d, spec.transfer.limit, spec.execution.traces_per_chunk, timing))
     return jobs
 
 
-def shard_job(config: StudentConfig, teacher: str, dataset: str, limit: int | None, per_chunk: int) -> Job:
-    """The job of one shard: its `ShardStage` run on the executor given (the student's engine pool)."""
+def run_timing(ctx: RunContext) -> Timing | None:
+    """Where a run's shards record their timings: the run's id (`ctx.run["run_id"]`, made when the
+    run starts; none outside a run), `ctx.run["source"]` (default "run"), the engines of `execution`."""
+    run_id = ctx.run.get("run_id")
+    if not run_id:
+        return None
+    ex = ctx.spec.execution
+    return Timing(str(run_id), str(ctx.run.get("source", "run")), ex.accelerator_kind, ex.max_concurrent_engines)
+
+
+def shard_job(config: StudentConfig, teacher: str, dataset: str, limit: int | None, per_chunk: int,
+              timing: Timing | None = None) -> Job:
+    """The job of one shard: its `ShardStage` run on the executor given (the student's engine pool),
+    its batches' timings stored under `timing` when given."""
 
     def run(access: StoreAccess, executor: Executor | None, progress: Progress | None) -> ShardResult:
-        stage = ShardStage(TransferStage(config, teacher, dataset, limit, per_chunk))
+        stage = ShardStage(TransferStage(config, teacher, dataset, limit, per_chunk, timing=timing))
         return ShardResult(teacher, dataset, config.name, run_stage(stage, access, executor, progress))
 
     plan_stage = TransferStage(config, teacher, dataset, limit, per_chunk)
@@ -107,7 +121,10 @@ TRANSFER_TOTALS = ("rollouts_total", "rollouts_cached", "rollouts_generated", "f
 
 
 def _transfer_summary(results: list[Any]) -> dict[str, Any]:
-    return {k: sum(getattr(r.summary, k) for r in results) for k in TRANSFER_TOTALS}
+    out: dict[str, Any] = {k: sum(getattr(r.summary, k) for r in results) for k in TRANSFER_TOTALS}
+    out["transfer_compute_s"] = round(sum(r.summary.compute_s for r in results), 3)
+    out["transfer_load_s"] = round(sum(r.summary.load_s for r in results), 3)
+    return out
 
 
 def _first_student(ctx: RunContext) -> Work[Any, Any, Any] | None:

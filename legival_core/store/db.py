@@ -262,6 +262,13 @@ class Store:
         _check_table(table)
         return int(self._run(f"SELECT count(*) FROM {table}")[0][0])
 
+    def has_table(self, table: str) -> bool:
+        """Whether the file holds `table`: a table added without a schema bump (schema.py) reaches an
+        older store on its next writable open, so a read-only open of such a store lacks it."""
+        _check_table(table)
+        return bool(self._run("SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() "
+                              "AND table_schema = 'main' AND table_name = ?", [table])[0][0])
+
     # -- private plumbing for the read/write modules of this package ----------------------------------
 
     @contextmanager

@@ -93,6 +93,15 @@ CREATE TABLE IF NOT EXISTS unit_failures (
     stage VARCHAR NOT NULL, unit_key VARCHAR NOT NULL, trace_id VARCHAR, teacher VARCHAR, dataset VARCHAR,
     code_version VARCHAR NOT NULL, reason VARCHAR NOT NULL, failed_at TIMESTAMP DEFAULT current_timestamp,
     PRIMARY KEY (stage, unit_key));
+CREATE TABLE IF NOT EXISTS transfer_timings (
+    run_id VARCHAR NOT NULL, source VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
+    student VARCHAR NOT NULL, student_key VARCHAR NOT NULL, batch INTEGER NOT NULL,
+    model VARCHAR NOT NULL, backend VARCHAR NOT NULL, dtype VARCHAR NOT NULL, accelerator VARCHAR NOT NULL,
+    device VARCHAR NOT NULL, host VARCHAR NOT NULL, engines INTEGER NOT NULL,
+    chunks INTEGER NOT NULL, rollouts INTEGER NOT NULL, forced INTEGER NOT NULL, prefill DOUBLE NOT NULL,
+    steps DOUBLE NOT NULL, decode DOUBLE NOT NULL, context DOUBLE NOT NULL, compute_s DOUBLE NOT NULL,
+    load_s DOUBLE NOT NULL, load_started DOUBLE, shard_started DOUBLE NOT NULL, committed DOUBLE NOT NULL,
+    PRIMARY KEY (run_id, teacher, dataset, student_key, batch));
 CREATE TABLE IF NOT EXISTS run_metrics (
     run_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL, metric VARCHAR NOT NULL,
     value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, rank DOUBLE, samples BLOB,
@@ -118,6 +127,7 @@ TABLES = frozenset({
     "runs",
     "run_metrics",
     "unit_failures",
+    "transfer_timings",
 })
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

@@ -42,6 +42,15 @@ def test_plan_on_a_fresh_store_predicts_the_demo_run(tmp_path: Path) -> None:
                                         "gemma-3-270m": "tokenizer of gemma-3-270m-Q4_K_M-gguf"}
     assert plan["sentences_to_embed"] > 0 and plan["quality"] == {"clarity": 80, "cohesion": 80, "z3": 80}
     assert plan["times"][0]["accelerator"] == "cpu" and plan["times"][0]["seconds"] > 0
+    # time (issue 28): per shard its expected engine seconds, per student an engine start plus its
+    # shards' seconds on its one engine; the students take turns, so the run's time is their sum
+    assert all(sh["seconds"] > 0 and sh["work"]["steps"] > 0 for sh in plan["shards"])
+    for t in plan["times"]:
+        mine = [sh["seconds"] for sh in plan["shards"] if sh["student"] == t["student"]]
+        assert t["basis"] == "measured" and t["low_s"] == t["seconds"] == t["high_s"]
+        assert abs(t["compute_s"] - sum(mine)) < 0.5 and abs(t["seconds"] - t["load_s"] - t["compute_s"]) <= 1.1
+        assert plan["decode_expected"][t["student"]].startswith("default: ")  # nothing stored yet
+    assert s["estimated_wall_s"] == sum(t["seconds"] for t in plan["times"])
     assert not db.exists()  # a plan never creates the store
     assert "total" in r.stdout and f"rollouts: {rollouts} to generate of {rollouts} (0 cached)" in r.stdout
 
@@ -92,8 +101,18 @@ def test_plan_errors_and_unknown_accelerator(tmp_path: Path) -> None:
     assert t["seconds"] is None and "no throughput row" in t["unavailable"] and "tpu-v9" in t["unavailable"]
     assert s["estimated_wall_s"] is None
     spec.write_text(text.replace("tpu-v9", "h100-80gb"))
+    r = legival("plan", str(spec))
+    s = summary(r)
+    t = s["plan"]["times"][0]
+    # a row resting on a published benchmark, not a measurement of this workload: the range its spread
+    # implies (x/÷ 2), the citation as its source
+    assert t["gpu_hours"] is not None and t["basis"] == "published" and "vLLM" in t["source"]
+    assert t["low_s"] < t["seconds"] < t["high_s"] and t["high_s"] >= 3.9 * t["low_s"]
+    assert s["estimated_wall_low_s"] < s["estimated_wall_s"] < s["estimated_wall_high_s"]
+    assert "at the row's figures)" in r.stdout and "rates published: vLLM" in r.stdout
+    spec.write_text(text.replace("tpu-v9", "l4"))
     t = summary(legival("plan", str(spec)))["plan"]["times"][0]
-    assert t["gpu_hours"] is not None and "assumption" in t["source"]
+    assert t["basis"] == "assumption" and t["high_s"] >= 8.9 * t["low_s"]  # spread 3
 
 
 @pytest.mark.parametrize("bad", ["traces: [data/missing.jsonl]"])

@@ -57,14 +57,15 @@ def write_spec(folder: Path, teachers: list[str], delay_s: float = 0.0, limit: i
 
 def table_snapshot(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows, sorted, without timestamp columns (the only thing allowed to differ) and
-    without the run records (every run adds one: tests/flows/test_run_records.py checks them)."""
+    without the run records (every run adds one: tests/flows/test_run_records.py checks them) or the
+    transfer's timings (what each run measured: tests/flows/test_flows.py checks them)."""
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
     try:
         out = {}
         for (table,) in con.execute("SELECT table_name FROM information_schema.tables WHERE table_name NOT IN "
-                                    "('runs', 'run_metrics') ORDER BY 1").fetchall():
+                                    "('runs', 'run_metrics', 'transfer_timings') ORDER BY 1").fetchall():
             cols = [c for c, t in con.execute(
                 "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
                 [table]).fetchall() if "TIMESTAMP" not in t.upper() and "DATE" not in t.upper()]

@@ -23,6 +23,25 @@ def _rollouts_by_teacher(db: Path) -> dict[str, int]:
         con.close()
 
 
+def _check_timings(db: Path, run: dict) -> None:
+    """Issue 28: the run's transfer time against its plan (the scripted model has no throughput row:
+    no estimate), and one `transfer_timings` row per committed batch under the run's id."""
+    import duckdb
+
+    pva = run["plan_vs_actual"]
+    assert pva["wall_s"]["planned"] is None and pva["wall_s"]["actual"] > 0
+    assert {x["shard"] for x in pva["shards"]} == {"gpt-oss-20b x gsm8k x scripted", "qwen3-4b x gsm8k x scripted"}
+    assert all(x["planned_s"] is None and x["actual_s"] >= 0 for x in pva["shards"])
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT source, accelerator, sum(rollouts), sum(chunks), min(compute_s) FROM "
+                           "transfer_timings WHERE run_id = ? GROUP BY ALL", [run["run_id"]]).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 1 and rows[0][:3] == ("run", "cpu", run["rollouts_generated"]) and rows[0][3] >= 2
+    assert rows[0][4] > 0
+
+
 def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Path) -> None:
     from flows.benchmark import benchmark
 
@@ -36,6 +55,7 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     assert first["plan_vs_actual"]["rollouts"] == {"planned": first["rollouts_generated"],
                                                    "actual": first["rollouts_generated"]}
     assert first["plan_vs_actual"]["prompt_tokens"]["actual"] > 0
+    _check_timings(tmp_path / "store.duckdb", first)
     import ray
 
     assert not ray.is_initialized()  # the transfer flow stopped its engines and the Ray it started
@@ -44,8 +64,9 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     again = benchmark(spec=str(spec))
     assert again["rollouts_generated"] == 0 and again["rollouts_cached"] == first["rollouts_total"]
     assert again["engines_loaded"] == 0 and again["new_traces"] == 0
-    assert again["plan_vs_actual"] == {"rollouts": {"planned": 0, "actual": 0},
-                                       "prompt_tokens": {"planned": 0, "actual": 0}}
+    assert {k: again["plan_vs_actual"][k] for k in ("rollouts", "prompt_tokens")} == {
+        "rollouts": {"planned": 0, "actual": 0}, "prompt_tokens": {"planned": 0, "actual": 0}}
+    assert again["plan_vs_actual"]["wall_s"]["planned"] is None  # no throughput row for the scripted model
     assert table_snapshot(tmp_path / "store.duckdb") == before
 
     # run records: the second run reported exactly what the first did (issue 17)
@@ -78,8 +99,12 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     from tasks.progress import artifact_key
 
     run_key, shard_key = "benchmark-legival", artifact_key("gpt-oss-20b x gsm8k x scripted")
-    by_key = _artifacts([run_key, shard_key, "ranking-legival", "plan-legival"])
+    by_key = _artifacts([run_key, shard_key, "ranking-legival", "plan-legival", "plan-vs-actual-legival"])
     assert len(by_key["plan-legival"]) == 3 and all("| total |" in str(a.data) for a in by_key["plan-legival"])
+    # the transfer's time, planned (none: no throughput row for the scripted model) and actual, per run
+    pva = by_key["plan-vs-actual-legival"]
+    assert len(pva) == 3 and all("| gpt-oss-20b x gsm8k x scripted | - |" in str(a.data) for a in pva)
+    assert all("Wall time of the transfer (engine start included): planned -, actual" in str(a.data) for a in pva)
     assert [float(a.data) for a in by_key[run_key]] == [100.0] * 3
     assert {a.flow_run_id for a in by_key[run_key]} == {a.flow_run_id for a in by_key["ranking-legival"]}
     assert len(by_key[shard_key]) == 3 and len({a.flow_run_id for a in by_key[shard_key]}) == 3
@@ -201,6 +226,10 @@ def test_run_progress_counts_stages_rollouts_and_time() -> None:
     p.stage_done("ingest")
     now[0] = 30.0
     p.stage_done("efficiency")  # typical other stage: 15 s
+    assert "not known yet" in p.describe()  # transfer running, no rollout committed, no plan
+    p.transfer_planned_s = 25.0  # the run's plan: 25 s of transfer
+    now[0] = 35.0
+    assert p.time_left() == pytest.approx(20 + 15)  # 20 s of the plan's 25 left, then the report
     p.shard("a", 5, 10, committed=0)  # 5 cached
     now[0] = 40.0
     p.shard("a", 9, 10, committed=4)  # 4 rollouts in 10 s

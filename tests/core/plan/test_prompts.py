@@ -94,12 +94,15 @@ def test_scaled_count_of_a_large_shard_is_close_to_counting_all(tokenizer) -> No
         steps = Steps(r["reasoning"], sentence_spans(r["reasoning"]))
         t = TransferTrace(f"t{i}", "t", "gsm8k", Problem("gsm8k", r["problem_id"], r["problem"], "0"), steps)
         units.append((t, plan_trace(t.trace_id, steps, student_config())))
-    exact, how = _count_prompts(counter, SYSTEM, units, len(units))
+    exact, how, sizes = _count_prompts(counter, SYSTEM, units, len(units))
     depths = Depths(sum(len(plans) for _, plans in units), sum(r.k for _, plans in units for r in plans),
                     len(units), sum(max(r.k for r in plans) for _, plans in units))
     sample = spread(units, 20)
-    scaled, how_scaled = _count_prompts(counter, SYSTEM, sample, len(units), depths)
+    scaled, how_scaled, sampled = _count_prompts(counter, SYSTEM, sample, len(units), depths)
     assert how == "exact" and how_scaled == f"scaled from 20 of {len(units)} traces"
     assert abs(scaled.requested - exact.requested) / exact.requested < 0.05
     assert abs(scaled.computed - exact.computed) / exact.computed < 0.1
     assert scaled.requested != exact.requested  # estimated from the sample, not counted
+    # each counted trace's prompt sizes (the cost model's input): all of them, then the sample's
+    assert [t for t, _ in sizes] == [t.trace_id for t, _ in units] and len(sampled) == 20
+    assert sum(map(sum, (s for _, s in sizes))) == exact.requested
