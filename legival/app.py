@@ -47,6 +47,8 @@ class LegivalGroup(TyperGroup):
         except Exception as e:
             if type(e).__module__.split(".")[0] in ("click", "typer"):
                 raise  # usage errors, --help, typer.Exit: click prints and exits as usual
+            if _broken_pipe(e) and stdout_gone():
+                quiet_broken_pipe()
             from legival_core.registry import PluginError
             from legival_core.store import StoreError
 
@@ -56,6 +58,40 @@ class LegivalGroup(TyperGroup):
 
             message, code = crash_message(e, args)
             fail(message, code=code)
+
+
+def _broken_pipe(e: BaseException | None) -> bool:
+    """A BrokenPipeError, or one a library wrapped."""
+    while e is not None:
+        if isinstance(e, BrokenPipeError):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def stdout_gone() -> bool:
+    """Standard output is a pipe whose reader has gone (poll reports an error on it): a BrokenPipeError
+    from anything else (an engine's pipe, a socket) is a failure like any other."""
+    import select
+    import sys
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):  # no file descriptor (captured), no poll (Windows)
+        return False
+
+
+def quiet_broken_pipe() -> None:
+    """The reader of standard output went away (`legival list | head -1`): stop quietly, as Unix
+    tools do, with no error line and no crash log; standard output goes to /dev/null so that the
+    interpreter's final flush does not fail again (exit 1, Python's advice for SIGPIPE)."""
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(1)
 
 
 RETRY_FAILED = "--retry-failed"

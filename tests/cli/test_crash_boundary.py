@@ -58,3 +58,28 @@ def test_a_plugin_that_fails_at_import_is_a_plugin_error(tmp_path: Path) -> None
     p = entry_point("list", "metrics", env=environ, cwd=REPO, timeout=120)
     line = p.error()
     assert "plugin module 'tests.plugins.broken_at_import'" in line and "TypeError: " in line
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
+    """`legival CMD | head -1`: a write finds standard output's reader gone (BrokenPipeError, e.g. from
+    click printing a long --help); the command stops quietly, as Unix tools do: exit 1, no error line,
+    no crash log. The same error with standard output still read (an engine's pipe, a socket) is a
+    failure like any other."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "store" / "demo.duckdb"
+    db.parent.mkdir()
+    load_demo_store(db)
+    crashes = tmp_path / "crashes"
+    env = {**os.environ, "LEGIVAL_PLUGINS": "tests.plugins.crashing", "LEGIVAL_TEST_CRASH": "broken-pipe",
+           "LEGIVAL_CRASH_DIR": str(crashes), "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "legival", "report", "--db", str(db), "--out", str(tmp_path / "report")]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes
+    p = subprocess.run(argv, stdout=write, stderr=subprocess.PIPE, env=env, cwd=REPO, timeout=300, check=False)
+    os.close(write)
+    assert p.returncode == 1 and not p.stderr.strip(), p.stderr.decode()
+    assert not crashes.exists() or not list(crashes.glob("crash-*.log"))
+    read_ok = entry_point("report", "--db", db, "--out", tmp_path / "report2", env=env, cwd=REPO, timeout=300)
+    assert "the library failed" in read_ok.error(code=1) and len(list(crashes.glob("crash-*.log"))) == 1

@@ -20,6 +20,7 @@ def _crash(traces: pl.DataFrame) -> pl.DataFrame:
     conditions = {"disk-full": OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/report/teacher_metrics.csv"),
                   "permission": PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/report"),
                   "port": OSError(errno.EADDRINUSE, os.strerror(errno.EADDRINUSE))}
+    conditions["broken-pipe"] = BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))  # a write to a closed pipe
     if kind in conditions:
         try:
             raise conditions[kind]
