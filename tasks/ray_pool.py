@@ -33,6 +33,7 @@ from typing import Any
 from legival_core.spec import Execution
 from legival_core.stages.base import Work, engine_for
 from legival_core.stages.isolation import isolated
+from tasks.local_ray import LocalHead, start_head
 
 log = logging.getLogger("legival.orchestration")
 
@@ -274,6 +275,7 @@ class RayExecutor:
 _pools: dict[str, EnginePool] = {}
 _pools_lock = threading.Lock()
 _started_ray = False
+_local_head: LocalHead | None = None
 _ray_owner: ThreadPoolExecutor | None = None
 _ray_owner_lock = threading.Lock()
 _OWNER_PREFIX = "legival-ray-owner"
@@ -329,10 +331,19 @@ def shutdown_pools() -> None:
                 p.reset()
         _pools.clear()
     if _started_ray:
-        import ray
-
-        on_ray_owner_thread(ray.shutdown)
+        on_ray_owner_thread(_stop_ray)
         _started_ray = False
+
+
+def _stop_ray() -> None:
+    """Disconnect, then stop the local Ray's helper (when this process started one)."""
+    global _local_head
+    import ray
+
+    ray.shutdown()
+    head, _local_head = _local_head, None
+    if head is not None:
+        head.stop()
 
 
 def ensure_ray(execution: Execution) -> None:
@@ -375,15 +386,22 @@ def _python_keeps_sigterm() -> Iterator[None]:
 
 
 def _start_ray(execution: Execution) -> None:
+    global _local_head
     import ray
 
     if execution.ray_address == "local":
         # Ray starts workers at niceness 15 by default; here the engines ARE the work, so they must not
         # yield the CPU to every other process on a shared machine.
         os.environ.setdefault("RAY_worker_niceness", "0")
-        # address="local": always a new local Ray, never a cluster that happens to run on this
-        # machine (`ray start`, another test's nodes), which would refuse num_cpus anyway.
-        ray.init(address="local", num_cpus=execution.local_cpus, include_dashboard=False, log_to_driver=False)
+        # Always a new local Ray (never a cluster that happens to run on this machine: `ray start`,
+        # another test's nodes), started by a helper process, never forked from this one (tasks/local_ray.py).
+        head = start_head(execution.local_cpus)
+        try:
+            ray.init(address=head.address, log_to_driver=False)
+        except BaseException:
+            head.stop()
+            raise
+        _local_head = head
     else:
         from tasks.infra import check_ray
 

@@ -47,6 +47,11 @@ def calibrate(
                       f"cached) of {len(summary['teachers'])} teacher(s), {summary['traces_per_cell']} trace(s) per "
                       f"teacher x dataset; transfer {wall.get('actual')} s (planned before: {wall.get('planned')} s)",
                       markup=False, highlight=False, soft_wrap=True)
+    if not summary["rollouts_generated"]:
+        out_console.print(f"nothing new was measured: the sample's rollouts ({summary['traces_per_cell']} trace(s) per "
+                          "teacher x dataset) were stored already, so the plan keeps the records it had; "
+                          f"`legival calibrate {spec} --traces {summary['traces_per_cell'] + 1}` measures the next "
+                          "traces", markup=False, highlight=False, soft_wrap=True)
     for student, c in calibration.items():
         out_console.print(f"{student}: {c['basis']}: {c['source']}", markup=False, highlight=False, soft_wrap=True)
     emit_summary({"command": "calibrate", "spec": str(spec), "db": str(db_path), **summary,

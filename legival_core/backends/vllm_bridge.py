@@ -109,6 +109,8 @@ class VllmSubprocessBackend:
         ready = self._read(timeout_s=startup_timeout_s)
         self.model_id: str = str(ready["model_id"])
         self.context_length: int = int(ready["context_length"])
+        self.device: str = str(ready.get("device") or "")
+        """The engine's `device` as the worker sees it (`transfer_timings.device`: calibration keys on it)."""
 
     def _log_tail(self, n_chars: int = 4000) -> str:
         try:

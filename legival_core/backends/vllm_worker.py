@@ -4,7 +4,7 @@ Run as `<.venv-vllm>/bin/python -m legival_core.backends.vllm_worker '<VllmOptio
 repo root on PYTHONPATH. The engine code sits under `if __name__ == "__main__":` because vLLM's engine
 core starts child processes that re-import the main module.
 
-Protocol (one JSON object per line): the worker first answers `{"ready": true, "model_id", "context_length"}`
+Protocol (one JSON object per line): the worker first answers `{"ready": true, "model_id", "context_length", "device"}`
 (or `{"error", "traceback"}`), then for each request line `{"op": ...}` one answer line:
   generate      {"requests": [request...]}                 -> {"completions": [completion...]}
   render_chat   {"messages": [...], "continue_final_message"} -> {"text"}
@@ -41,12 +41,21 @@ def request_from_json(obj: dict[str, Any]) -> GenerationRequest:
     )
 
 
+def _device(backend: Any) -> str:
+    """The engine's own `device` (what its speed depends on); "" when it cannot say."""
+    try:
+        return str(backend.device)
+    except Exception:  # noqa: BLE001  (a description must never stop the engine)
+        return ""
+
+
 def _serve(backend: Any, proto_in: IO[str], proto_out: IO[str]) -> None:
     def send(obj: dict[str, Any]) -> None:
         proto_out.write(json.dumps(obj) + "\n")
         proto_out.flush()
 
-    send({"ready": True, "model_id": backend.model_id, "context_length": backend.context_length})
+    send({"ready": True, "model_id": backend.model_id, "context_length": backend.context_length,
+          "device": _device(backend)})
     for line in proto_in:
         if not line.strip():
             continue

