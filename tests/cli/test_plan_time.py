@@ -3,9 +3,10 @@ with long ones among them (../shared/data), three teachers, six transfer traces 
 SmolLM2 student: `benchmarks/plan_time.py`'s scenario (calibrate, plan, run) at a test's size.
 
 It measures wall time, so it runs alone: marked `timing`, skipped inside the parallel suite and run by
-`make test` after it (tests/conftest.py). Each command is its own process, as a user runs them: a
-second in-process `legival run` would start its local Ray beside the first command's leftover Prefect
-threads (Ray forks its daemons with a `preexec_fn`, which such threads can deadlock: seen once, CI).
+`make test` after it (tests/conftest.py). Each command is its own process, as a user runs them, so
+no command's clock includes another's leftover threads. (An in-process second run once hung here, CI:
+its `ray.init` forked the driver beside the first command's Prefect threads; a local Ray is now started
+by a helper process instead, tasks/local_ray.py.)
 """
 
 from __future__ import annotations
