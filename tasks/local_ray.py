@@ -61,12 +61,23 @@ class LocalHead:
         try:
             code = self.process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            code = self.process.wait()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+            code = self.kill()
+        self._close_pipes()
         if code == 0:
             self.log.unlink(missing_ok=True)  # the helper removes it too; not when it was killed
+
+    def kill(self) -> int:
+        """Kill the helper at once (Ray's daemons are fate-shared with it); its exit status."""
+        self.process.kill()
+        code = self.process.wait()
+        self._close_pipes()
+        return code
+
+    def _close_pipes(self) -> None:
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
 def start_head(num_cpus: int | None, timeout_s: float = START_TIMEOUT_S) -> LocalHead:
@@ -80,21 +91,18 @@ def start_head(num_cpus: int | None, timeout_s: float = START_TIMEOUT_S) -> Loca
             [sys.executable, "-m", "tasks.local_ray", "-" if num_cpus is None else str(num_cpus), str(log)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    head = LocalHead(process, "", log)
     try:
-        address = _await_address(process, timeout_s)
-    except BaseException as e:
-        process.kill()
-        process.wait()
-        if process.stdin is not None:
-            process.stdin.close()
-        if process.stdout is not None:
-            process.stdout.close()
-        if isinstance(e, LocalRayFailed):
-            failed = LocalRayFailed(f"{e}; its log ({log}) ends:\n{_tail(log)}")
-            failed.log = log
-            raise failed from None
+        head.address = _await_address(process, timeout_s)
+    except LocalRayFailed as e:
+        head.kill()
+        failed = LocalRayFailed(f"{e}; its log ({log}) ends:\n{_tail(log)}")
+        failed.log = log
+        raise failed from None
+    except BaseException:  # a cancel while Ray comes up
+        head.kill()
         raise
-    return LocalHead(process, address, log)
+    return head
 
 
 def _same_auth_as_a_local_init() -> None:

@@ -402,8 +402,8 @@ def _start_ray(execution: Execution) -> None:
             head.stop()
             raise
         _local_head = head
-        log.info("local Ray at %s, started by its helper process (pid %s; tasks/local_ray.py): the "
-                 "'existing Ray cluster' Ray names above", head.address, head.process.pid)
+        log.info("local Ray at %s, started by helper process %s (tasks/local_ray.py)", head.address,
+                 head.process.pid)
     else:
         from tasks.infra import check_ray
 

