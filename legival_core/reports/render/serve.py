@@ -1,25 +1,25 @@
-"""The live dashboard: standard-library HTTP on 127.0.0.1 over a read-only store.
+"""The live dashboard: a Starlette app on 127.0.0.1 over a read-only store.
 
 `GET /` is `index.html` built from the store (same page as the report, `live: true`);
 `GET /api/traces?teacher=&dataset=` lists every trace of a cell, `GET /api/trace?id=` returns one
-trace's steps, grade and rollouts as JSON.
+trace's steps, grade and rollouts as JSON. Nothing else is answered (404; 405 for another method).
 
-Each connection is served on its own daemon thread (`ThreadingHTTPServer`) with a socket timeout, so
-a client that connects and sends nothing (or stalls mid-request) delays nobody and is dropped after
-`timeout` seconds. The port is bound first, so a port in use is refused (`PortInUse`) before any work.
-The page and its figures are built once at start; the per-request store reads share
+Served by `legival_core.web`: the guard answers only requests whose `Host` names this server (DNS
+rebinding: a lab's unreleased traces must not be readable by any page the user visits), uvicorn on a
+socket bound before the page is built (a port in use is refused before any work), a deadline on every
+request head (a silent or trickling client is dropped; it never delays others: connections are served
+concurrently). The page and its figures are built once at start; the per-request store reads share
 the one DuckDB connection, which is not thread-safe, so they run one at a time under a lock.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
+from typing import Any
 
 from legival_core.reports.compute.build import compute_report
 from legival_core.reports.compute.data import ReportConfig
@@ -29,45 +29,35 @@ from legival_core.reports.render.paper_plots import write_paper_plots
 from legival_core.reports.render.plots import write_plots
 from legival_core.runs.diff import changes
 from legival_core.store import Store
+from legival_core.web.guard import AllowedHosts, HostGuard, Refused
+from legival_core.web.server import HEAD_TIMEOUT_S, LocalServer, PortInUse, bind
 
-SOCKET_TIMEOUT_S = 30.0
-"""Seconds a connection may stay silent (before or during a request) before the server drops it."""
-
-
-class DashboardServer(ThreadingHTTPServer):
-    """One daemon thread per connection: an open connection never blocks shutdown."""
-
-    daemon_threads = True
+__all__ = ["PortInUse", "dashboard_app", "make_server"]
 
 
-class PortInUse(Exception):
-    """Another process listens on the port the dashboard was asked to use."""
-
-    def __init__(self, port: int) -> None:
-        super().__init__(f"port {port} is in use")
-        self.port = port
-
-
-def make_server(store: Store, port: int = 8765, config: ReportConfig | None = None,
-                timeout: float = SOCKET_TIMEOUT_S) -> DashboardServer:
-    """The page is `compute_report`'s, the same code path as `legival report` (one dashboard). The port
-    is bound before the page is built: `PortInUse` comes at once, not after the report."""
+def make_server(store: Store, port: int = 8765, config: ReportConfig | None = None, *, host: str = "127.0.0.1",
+                allow_hosts: Iterable[str] = (), head_timeout_s: float = HEAD_TIMEOUT_S,
+                on_refused: Refused | None = None) -> LocalServer:
+    """The dashboard of `store` on (host, port), not yet started. The port is bound before the page is
+    built (`compute_report`, the same code path as `legival report`): `PortInUse` comes at once; an
+    `allow_hosts` entry that is not a host name is `BadHostName`, before the port is bound."""
+    allowed = AllowedHosts.for_server(host, allow_hosts)
+    sock = bind(host, port)
     try:
-        server = DashboardServer(("127.0.0.1", port), BaseHTTPRequestHandler)
-    except OSError as e:
-        if e.errno == errno.EADDRINUSE:
-            raise PortInUse(port) from e
-        raise
-    try:
-        server.RequestHandlerClass = _handler(store, config or ReportConfig(), timeout)
+        app = HostGuard(dashboard_app(store, config or ReportConfig()), allowed, on_refused=on_refused)
+        return LocalServer(app, sock, head_timeout_s=head_timeout_s)
     except BaseException:
-        server.server_close()
+        sock.close()
         raise
-    return server
 
 
-def _handler(store: Store, config: ReportConfig, timeout: float) -> type[BaseHTTPRequestHandler]:
-    """The request handler over the page built now and the store read per request."""
+def dashboard_app(store: Store, config: ReportConfig) -> Any:
+    """The Starlette app over the page built now and the store read per request."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
     tau, model = config.tau, config.model
     report = bundle(compute_report(store, config), store, changes(store))
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,48 +65,40 @@ def _handler(store: Store, config: ReportConfig, timeout: float) -> type[BaseHTT
         write_paper_plots(report, Path(tmp))
         page = dashboard_html(report, store, live=True, image_dir=Path(tmp)).encode("utf-8")
     store_lock = threading.Lock()
-    socket_timeout = timeout
 
-    class Handler(BaseHTTPRequestHandler):
-        timeout = socket_timeout  # StreamRequestHandler puts it on each connection's socket
+    def as_json(code: int, payload: Any) -> Response:
+        return Response(safe_json(payload), status_code=code, media_type="application/json")
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def answered(read: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """A failed store read answers 500 with the error's type; the server keeps serving."""
+        def endpoint(request: Request) -> Response:
             try:
-                self._get()
-            except (BrokenPipeError, ConnectionResetError, TimeoutError):
-                self.close_connection = True
-            except Exception as e:  # a failed store read answers 500; the server keeps serving
-                self._send(500, "application/json", json.dumps({"error": type(e).__name__}).encode())
+                return read(request)
+            except Exception as e:  # noqa: BLE001 - the answer says what failed, nothing leaks
+                return Response(json.dumps({"error": type(e).__name__}), status_code=500,
+                                media_type="application/json")
+        return endpoint
 
-        def _get(self) -> None:
-            url = urlparse(self.path)
-            q = {k: v[0] for k, v in parse_qs(url.query).items()}
-            if url.path in ("/", "/index.html"):
-                self._send(200, "text/html; charset=utf-8", page)
-            elif url.path == "/api/traces":
-                with store_lock:
-                    rows = trace_list(store, q.get("teacher"), q.get("dataset"))
-                self._send(200, "application/json", safe_json(rows).encode("utf-8"))
-            elif url.path == "/api/trace" and "id" in q:
-                with store_lock:
-                    found = trace_details(store, [q["id"]], tau, model).get(q["id"])
-                if found is None:
-                    self._send(404, "application/json", json.dumps({"error": "no such trace"}).encode())
-                else:
-                    self._send(200, "application/json", safe_json(found).encode("utf-8"))
-            else:
-                self._send(404, "text/plain; charset=utf-8", b"not found")
+    def index(_request: Request) -> Response:
+        return Response(page, media_type="text/html; charset=utf-8")
 
-        def _send(self, code: int, ctype: str, body: bytes) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
+    def traces(request: Request) -> Response:
+        q = request.query_params
+        with store_lock:
+            rows = trace_list(store, q.get("teacher"), q.get("dataset"))
+        return as_json(200, rows)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            return
+    def trace(request: Request) -> Response:
+        tid = request.query_params.get("id")
+        if tid is None:
+            return as_json(400, {"error": "give a trace id: /api/trace?id=..."})
+        with store_lock:
+            found = trace_details(store, [tid], tau, model).get(tid)
+        return as_json(404, {"error": "no such trace"}) if found is None else as_json(200, found)
 
-    return Handler
+    return Starlette(routes=[
+        Route("/", answered(index), methods=["GET", "HEAD"]),
+        Route("/index.html", answered(index), methods=["GET", "HEAD"]),
+        Route("/api/traces", answered(traces), methods=["GET", "HEAD"]),
+        Route("/api/trace", answered(trace), methods=["GET", "HEAD"]),
+    ])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -103,21 +102,14 @@ def test_report_cli(filled: Path, tmp_path: Path) -> None:
 def test_serve_live_api(filled: Path) -> None:
     from legival_core.reports.render.serve import make_server
 
-    with Store(filled, read_only=True) as store:
-        server = make_server(store, port=0, config=ReportConfig(resamples=20))
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            base = f"http://127.0.0.1:{server.server_address[1]}"
-            page = urllib.request.urlopen(base + "/", timeout=30).read().decode()
-            assert '"live":true' in page
-            rows = json.loads(urllib.request.urlopen(base + "/api/traces?teacher=b&dataset=math", timeout=30).read())
-            assert len(rows) == 15 and {r["teacher"] for r in rows} == {"b"}
-            tid = rows[0]["trace_id"]
-            detail = json.loads(urllib.request.urlopen(base + "/api/trace?id=" + urllib.parse.quote(tid), timeout=30).read())
-            assert detail["trace_id"] == tid and detail["steps"]
-            with pytest.raises(urllib.error.HTTPError):
-                urllib.request.urlopen(base + "/api/trace?id=nope", timeout=30)
-        finally:
-            server.shutdown()
-            server.server_close()
+    with Store(filled, read_only=True) as store, make_server(store, port=0, config=ReportConfig(resamples=20)) as server:
+        base = server.url.rstrip("/")
+        page = urllib.request.urlopen(base + "/", timeout=30).read().decode()
+        assert '"live":true' in page
+        rows = json.loads(urllib.request.urlopen(base + "/api/traces?teacher=b&dataset=math", timeout=30).read())
+        assert len(rows) == 15 and {r["teacher"] for r in rows} == {"b"}
+        tid = rows[0]["trace_id"]
+        detail = json.loads(urllib.request.urlopen(base + "/api/trace?id=" + urllib.parse.quote(tid), timeout=30).read())
+        assert detail["trace_id"] == tid and detail["steps"]
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(base + "/api/trace?id=nope", timeout=30)

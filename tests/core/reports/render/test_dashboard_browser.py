@@ -33,6 +33,9 @@ XSS_REASONING = (
     "Finally </script><!-- the answer is 4."
 )
 KINDS = ("static", "live")
+REBOUND = "rebind.example"
+"""A name the browser resolves to 127.0.0.1 (`--host-resolver-rules`): what a DNS-rebinding attack
+makes of the attacker's own domain."""
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists() or not CHROMEDRIVER.exists(),
@@ -97,7 +100,8 @@ def driver() -> Iterator[Any]:
     opts.binary_location = str(CHROMIUM)
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,900"):
+                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,900",
+                 f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1"):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
@@ -391,6 +395,28 @@ def _screenshots(d: Any) -> None:
                          section)
         d.save_screenshot(str(ARTIFACTS / f"{name}.png"))
     assert (ARTIFACTS / "dashboard_top.png").stat().st_size > 10_000
+
+
+def test_a_rebound_name_reads_nothing_from_the_live_server(driver: Any, pages: dict[str, str]) -> None:
+    """DNS rebinding (issue 38 item 1): the attacker's page, at a name that now resolves to 127.0.0.1,
+    is same-origin with the dashboard's port as far as the browser knows; the server refuses it for its
+    Host, so neither the page nor its API give away a trace. The user's own names still work."""
+    from urllib.parse import urlparse
+
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    port = urlparse(pages["live"]).port
+    d.get(f"http://{REBOUND}:{port}/")
+    assert "refused" in d.find_element(By.TAG_NAME, "body").text
+    assert not d.find_elements(By.ID, "legival-data")
+    got = d.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        fetch('/api/traces?teacher=alpha&dataset=gsm8k').then(async (r) => done([r.status, await r.text()]))
+          .catch((e) => done(['error', String(e)]));""")
+    assert got[0] == 400 and "trace_id" not in got[1], got
+    _open(d, f"http://localhost:{port}/")  # the same server under the user's own name
+    assert _data(d)["meta"]["live"] is True
 
 
 def test_static_and_live_pages_offer_the_same(driver: Any, pages: dict[str, str]) -> None:

@@ -1,7 +1,8 @@
-"""`legival serve` as a server: threaded, with socket timeouts, store reads serialized.
+"""`legival serve` as a server: concurrent, with a deadline on request heads, store reads serialized.
 
 The real command runs as a subprocess on a free port (`serving`, also used by the browser test);
-the socket-timeout and lock checks use `make_server` in-process with a short timeout.
+the head-deadline and lock checks use `make_server` in-process with a short timeout. The guard
+(Host, Origin, sizes) is tested in test_serve_guard.py.
 """
 
 from __future__ import annotations
@@ -102,11 +103,11 @@ def test_two_clients_are_served_while_a_third_holds_an_idle_connection(small_db:
             assert results["list"][0] == 200 and len(rows) == 6 and {r["teacher"] for r in rows} == {"b"}
             assert max(r[2] for r in results.values()) < 10
             # the stalled client was never in anyone's way, and is answered once it finishes
-            stalled.sendall(b"Host: x\r\n\r\n")
+            stalled.sendall(f"Host: 127.0.0.1:{port}\r\n\r\n".encode())
             reply = b""
             while chunk := stalled.recv(65536):
                 reply += chunk
-            assert reply.startswith(b"HTTP/1.0 200") and b'"teacher":"a"' in reply
+            assert reply.split(b"\r\n", 1)[0].endswith(b" 200 OK") and b'"teacher":"a"' in reply
         finally:
             idle.close()
             stalled.close()
@@ -116,18 +117,12 @@ def test_two_clients_are_served_while_a_third_holds_an_idle_connection(small_db:
 def in_process(small_db: Path) -> Iterator[str]:
     from legival_core.reports.render.serve import make_server
 
-    with Store(small_db, read_only=True) as store:
-        server = make_server(store, port=0, config=ReportConfig(resamples=0), timeout=1.0)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
+    with Store(small_db, read_only=True) as store, \
+            make_server(store, port=0, config=ReportConfig(resamples=0), head_timeout_s=1.0) as server:
+        yield server.url.rstrip("/")
 
 
-def test_an_idle_connection_is_dropped_after_the_socket_timeout(in_process: str) -> None:
+def test_an_idle_connection_is_dropped_after_the_head_deadline(in_process: str) -> None:
     port = urllib.parse.urlparse(in_process).port
     assert port
     with socket.create_connection(("127.0.0.1", port), timeout=20) as idle:
@@ -135,6 +130,47 @@ def test_an_idle_connection_is_dropped_after_the_socket_timeout(in_process: str)
         assert idle.recv(1) == b""  # the server closed it
         assert time.monotonic() - t0 < 10
     assert _get(in_process + "/")[0] == 200
+
+
+def test_a_client_trickling_its_request_head_is_dropped_at_the_deadline(in_process: str) -> None:
+    """Slowloris: a byte of the head now and then never completes a request; each byte must not
+    restart the clock (uvicorn's own keep-alive timer restarts on any byte)."""
+    port = urllib.parse.urlparse(in_process).port
+    assert port
+    head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Slow: ".encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as slow:
+        t0 = time.monotonic()
+        closed = False
+        for b in head + b"a" * 200:
+            try:
+                slow.sendall(bytes([b]))
+            except OSError:  # reset by the server: dropped
+                closed = True
+                break
+            slow.settimeout(0.2)
+            try:
+                if slow.recv(1) == b"":
+                    closed = True
+                    break
+            except TimeoutError:
+                pass
+        assert closed, "the server kept a connection whose head never completed"
+        assert time.monotonic() - t0 < 10
+    assert _get(in_process + "/")[0] == 200
+
+
+def test_keep_alive_then_idle_is_dropped_too(in_process: str) -> None:
+    """After one answer on a kept-alive connection, the next head has the same deadline."""
+    port = urllib.parse.urlparse(in_process).port
+    assert port
+    with socket.create_connection(("127.0.0.1", port), timeout=20) as conn:
+        conn.sendall(f"GET /api/traces?teacher=a&dataset=math HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n".encode())
+        first = conn.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        t0 = time.monotonic()
+        while conn.recv(65536):  # the rest of the answer, then the close
+            pass
+        assert time.monotonic() - t0 < 10
 
 
 def test_concurrent_store_reads_are_serialized(in_process: str) -> None:
