@@ -37,13 +37,18 @@ class LegivalGroup(TyperGroup):
         retry = RETRY_FAILED in ctx.args
         if retry:  # every command that runs stages takes it (legival_core/stages/isolation.py)
             ctx.args = [a for a in ctx.args if a != RETRY_FAILED]
+        from legival.signals import Terminated, terminations_raise
         from legival_core.stages.isolation import Isolation, isolation
 
         try:
-            with isolation(Isolation(retry_failed=retry or os.environ.get("LEGIVAL_RETRY_FAILED") == "1")):
+            with terminations_raise(), \
+                    isolation(Isolation(retry_failed=retry or os.environ.get("LEGIVAL_RETRY_FAILED") == "1")):
                 return super().invoke(ctx)
         except KeyboardInterrupt:
             fail("interrupted (what was committed before stays stored; rerun to resume)", code=130)
+        except Terminated as t:
+            fail(f"interrupted ({t.name}): what was committed before stays stored; rerun to resume",
+                 code=128 + t.signum)
         except Exception as e:
             if type(e).__module__.split(".")[0] in ("click", "typer"):
                 raise  # usage errors, --help, typer.Exit: click prints and exits as usual

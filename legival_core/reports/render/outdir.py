@@ -130,24 +130,90 @@ def _swap(new: Path, out: Path) -> None:
 def replaced_whole(out: str | Path) -> Iterator[Path]:
     """Yield a new, empty directory to write the report into; when the block ends without an error it
     becomes `out` (the old `out` deleted), else it is deleted and `out` is left as it was. Refuses
-    (FileExistsError) an `out` that holds anything but a previous report."""
+    (FileExistsError) an `out` that holds anything but a previous report. What a killed report left
+    beside `out` is cleaned first (`clean_leftovers`)."""
     out = Path(out)
     if out.is_symlink():
         out = out.resolve()  # the directory it points to is the report; the link stays
     out = out.absolute()
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(out))
-    refuse_foreign(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    clean_leftovers(out)
+    refuse_foreign(out)
     new = _new_dir_beside(out)
+    lock = _hold(new)  # held until the backup is gone: the directory is this report's while it is locked
     try:
-        yield new
-        _fsync_tree(new)
-        _swap(new, out)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    _fsync_dir(out.parent)
+        try:
+            yield new
+            _fsync_tree(new)
+            _swap(new, out)
+        except BaseException:
+            shutil.rmtree(new, ignore_errors=True)
+            raise
+        _fsync_dir(out.parent)
+    finally:
+        os.close(lock)
+
+
+def clean_leftovers(out: Path) -> list[str]:
+    """Remove what reports killed mid-write (SIGKILL, a power cut) left beside `out`: their temporary
+    directories (`.OUT.tmp-XXXX`) and backups (`.OUT.old-XXXX`); returns their names. A report being
+    written holds a lock on its directory (`_hold`) until it is done, so while any such lock is held
+    (another report of `out` in progress) nothing is touched. A backup whose swap never finished (no
+    `out` any more) becomes `out` again: the last complete report is never lost."""
+    leftovers = sorted(p for p in out.parent.glob(f".{glob_escape(out.name)}.*-*")
+                       if p.name.rsplit("-", 1)[0] in (f".{out.name}.tmp", f".{out.name}.old")
+                       and p.is_dir() and not p.is_symlink())
+    if not leftovers:
+        return []
+    held = [p for p in (*leftovers, out) if p.is_dir() and _locked(p)]
+    if held:
+        return []
+    backups = [p for p in leftovers if p.name.startswith(f".{out.name}.old-")]
+    if backups and not out.exists():
+        newest = max(backups, key=lambda p: p.stat().st_mtime)
+        os.rename(newest, out)
+        leftovers.remove(newest)
+    for p in leftovers:
+        shutil.rmtree(p, ignore_errors=True)
+    return [p.name for p in leftovers]
+
+
+def glob_escape(name: str) -> str:
+    """`name` with glob's special characters matched literally."""
+    import glob
+
+    return glob.escape(name)
+
+
+def _hold(folder: Path) -> int:
+    """An exclusive lock on `folder` (flock on its descriptor: released by the kernel when the process
+    ends, however it ends); the descriptor, to close when done."""
+    import fcntl
+
+    fd = os.open(folder, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def _locked(folder: Path) -> bool:
+    """Another process holds `folder`'s lock (a report being written into it or swapping it in)."""
+    import fcntl
+
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def write_manifest(folder: Path, files: list[str]) -> str:
