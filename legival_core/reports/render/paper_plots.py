@@ -1,7 +1,8 @@
 """PNG figures of the paper tables (`paper.PAPER_CSV`), drawn from exactly the rows written to the CSVs.
 
 A figure whose numbers are missing says so on the figure, with the reason from the table's
-`status`/`detail` (never a blank panel).
+`status`/`detail` (never a blank panel). Names are drawn as their short labels, laid out by
+`plots.fit_layout` (see `plots`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ from legival_core.reports.paper.figures import ALL, legibility_metrics
 from legival_core.reports.paper.gcot import clarity_metrics
 from legival_core.reports.paper.tables import exported
 from legival_core.reports.render.bundle import Report
+from legival_core.reports.render.labels import short_labels
 from legival_core.reports.render.plots import (
     _colors,
     _empty,
     _limits,
     _plt,
+    fit_layout,
     frontier_panel,
     grouped_bars,
     label_points,
+    teacher_labels,
 )
 
 if TYPE_CHECKING:
@@ -79,10 +83,12 @@ def rank_points_figure(report: Report) -> Any:
         ax.axis("off")
         return fig
     cmap = plt.get_cmap("tab10")
+    names = teacher_labels(report.data, t["teacher"].to_list())
+    rows = [names[n] for n in t["teacher"].to_list()]
     left = [0.0] * t.height
     for i, m in enumerate(metrics):
         vals = [v or 0.0 for v in t[f"points_{m}"].to_list()]
-        ax.barh(t["teacher"].to_list(), vals, left=left, color=cmap(i % 10), label=m, edgecolor="white", lw=0.5)
+        ax.barh(rows, vals, left=left, color=cmap(i % 10), label=m, edgecolor="white", lw=0.5)
         left = [a + b for a, b in zip(left, vals, strict=True)]
     for y, (total, rank) in enumerate(zip(t["rank_points"].to_list(), t["global_rank"].to_list(), strict=True)):
         ax.text(total, y, f"  {total:g} (#{rank})", va="center", fontsize=8)
@@ -90,7 +96,7 @@ def rank_points_figure(report: Report) -> Any:
     ax.set_title("Global legibility ranking by rank points, per metric (Legi-Val Fig. 1 / Fig. 9)")
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     ax.set_xlim(0, max(left) * 1.25 if max(left) > 0 else 1)
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -101,6 +107,7 @@ def accuracy_frontier_figure(report: Report) -> Any:
     t = _table(report, "accuracy_frontier.csv")
     metrics = list(dict.fromkeys(t["metric"].to_list())) or ["fotu"]
     colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
+    names = teacher_labels(report.data, t["teacher"].to_list())
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
     to_label = []
     for ax, m in zip(axes[0], metrics, strict=True):
@@ -114,9 +121,9 @@ def accuracy_frontier_figure(report: Report) -> Any:
             continue
         rows = list(ok.select("teacher", "accuracy", "value", "on_frontier").iter_rows())
         frontier_panel(ax, rows, colors)
-        to_label.append((ax, [(r[0], r[1], r[2]) for r in rows]))
+        to_label.append((ax, [(names[r[0]], r[1], r[2]) for r in rows]))
     fig.suptitle("Teacher accuracy vs transfer utility (Legi-Val Fig. 4; outlined: Pareto frontier)")
-    fig.tight_layout()
+    fit_layout(fig)
     for ax, points in to_label:
         label_points(fig, ax, points)
     return fig
@@ -133,28 +140,30 @@ def fotu_scatter_figure(report: Report) -> Any:
     rm_with = [p for p in rm if t.filter((pl.col("panel") == p) & (pl.col("status") == COMPUTED)).height]
     shown += rm_with[:3] or (["rm"] if rm else [])
     colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
+    names = teacher_labels(report.data, t["teacher"].to_list())
+    panel = short_labels(shown)  # an RM panel is named after a reward model the user may name
     fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 4.0), squeeze=False)
     to_label = []
     for ax, p in zip(axes[0], shown, strict=True):
         sub = t.filter(pl.col("panel").str.starts_with("rm_")) if p == "rm" else t.filter(pl.col("panel") == p)
         ok = sub.filter(pl.col("status") == COMPUTED)
-        ax.set_xlabel("reward-model score (teacher mean)" if p == "rm" else p)
+        ax.set_xlabel("reward-model score (teacher mean)" if p == "rm" else panel[p])
         ax.set_ylabel("fotu")
         if ok.height == 0:
-            ax.set_title(f"fotu vs {p}")
+            ax.set_title(f"fotu vs {panel[p]}")
             _empty(ax, ("RM score: " if p == "rm" else "") + _why(sub, 2))
             continue
         rho = ok["rho"][0]
-        ax.set_title(f"fotu vs {p}\nSpearman rho = {'–' if rho is None else f'{rho:.2f}'} (n = {ok['n'][0]})",
+        ax.set_title(f"fotu vs {panel[p]}\nSpearman rho = {'–' if rho is None else f'{rho:.2f}'} (n = {ok['n'][0]})",
                      fontsize=9)
         rows = list(ok.select("teacher", "x", "y").iter_rows())
         for name, x, y in rows:
             ax.scatter(x, y, s=36, color=colors.get(name), zorder=2)
         ax.set_xlim(*_limits([r[1] for r in rows]))
         ax.set_ylim(*_limits([r[2] for r in rows]))
-        to_label.append((ax, rows))
+        to_label.append((ax, [(names[n], x, y) for n, x, y in rows]))
     fig.suptitle("FOTU against SOTU, accuracy and reward-model score across teachers (Legi-Val Fig. 5)")
-    fig.tight_layout()
+    fit_layout(fig)
     for ax, points in to_label:
         label_points(fig, ax, points)
     return fig
@@ -168,6 +177,8 @@ def rank_by_student_figure(report: Report) -> Any:
     t = _table(report, "rank_by_student.csv")
     metrics = list(dict.fromkeys(t["metric"].to_list())) or ["fotu"]
     colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
+    names = teacher_labels(report.data, t["teacher"].to_list())
+    student = short_labels(t["student"].to_list())
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.2), squeeze=False)
     for ax, m in zip(axes[0], metrics, strict=True):
         sub = t.filter(pl.col("metric") == m)
@@ -180,8 +191,9 @@ def rank_by_student_figure(report: Report) -> Any:
         for teacher in sorted(ok["teacher"].unique().to_list()):
             r = {s: k for s, k in ok.filter(pl.col("teacher") == teacher).select("student", "rank").iter_rows()}
             xs = [i for i, s in enumerate(students) if s in r]
-            ax.plot(xs, [r[students[i]] for i in xs], marker="o", color=colors.get(teacher), label=teacher)
-        ax.set_xticks(range(len(students)), students, rotation=20, ha="right")
+            ax.plot(xs, [r[students[i]] for i in xs], marker="o", color=colors.get(teacher),
+                    label=names[teacher])
+        ax.set_xticks(range(len(students)), [student[s] for s in students], rotation=20, ha="right")
         ax.set_xlim(-0.3, len(students) - 0.7)
         ax.set_ylabel("rank (1 = best)")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -189,7 +201,7 @@ def rank_by_student_figure(report: Report) -> Any:
     if axes[0][0].get_legend_handles_labels()[0]:
         axes[0][0].legend(fontsize=7, frameon=False)
     fig.suptitle("Rank progression by student (Legi-Val Fig. 8)")
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -206,7 +218,9 @@ def student_stability_figure(report: Report) -> Any:
         _empty(a1, msg)
         _empty(a2, msg)
     else:
-        labels = [f"{m}: {a} vs {b}" for m, a, b in st.select("metric", "group_a", "group_b").iter_rows()]
+        student = short_labels([*st["group_a"].to_list(), *st["group_b"].to_list()])
+        labels = [f"{m}: {student[a]} vs {student[b]}"
+                  for m, a, b in st.select("metric", "group_a", "group_b").iter_rows()]
         a1.barh(range(st.height), [v if v is not None else 0.0 for v in st["rho"].to_list()], color="#2f6fde")
         for i, v in enumerate(st["rho"].to_list()):
             a1.text(0.0 if v is None else v, i, " – (undefined)" if v is None else f" {v:.2f}", va="center",
@@ -221,12 +235,13 @@ def student_stability_figure(report: Report) -> Any:
         for m in metrics:
             d = dict(dt.filter(pl.col("metric") == m).select("teacher", "abs_delta").iter_rows())
             series[m] = [d.get(t) for t in teachers]
-        grouped_bars(a2, teachers, series)
+        names = teacher_labels(report.data, teachers)
+        grouped_bars(a2, [names[n] for n in teachers], series)
         a2.legend(fontsize=7, frameon=False)
     a1.set_title("Spearman rho of teacher values between students")
     a2.set_title("|delta TU| between students per teacher")
     fig.suptitle("Across students (Legi-Val Tables 4 and 5: rank_stability.csv axis = student, delta_tu.csv)")
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -238,6 +253,7 @@ def rm_fotu_figure(report: Report) -> Any:
     export = exported(report.data)
     rows = corr.filter((pl.col("level") == "trace") & (pl.col("subset") == "all") & (pl.col("metric") == "fotu"))
     rms = rows["rm"].to_list()[:4]
+    rm_name = short_labels(rms)
     fig, axes = plt.subplots(1, max(len(rms), 1), figsize=(4.4 * max(len(rms), 1), 4.0), squeeze=False)
     if not rms:
         _empty(axes[0][0], "RM score: " + _why(corr, 2))
@@ -249,11 +265,11 @@ def rm_fotu_figure(report: Report) -> Any:
             pts = export.select(col, "fotu").drop_nulls()
             ax.scatter(pts[col].to_list(), pts["fotu"].to_list(), s=6, alpha=0.35, color="#2f6fde")
         rho = r["spearman"]
-        ax.set_title(f"{rm}\nSpearman rho = {'–' if rho is None else f'{rho:.2f}'} (n = {r['n']})", fontsize=9)
+        ax.set_title(f"{rm_name[rm]}\nSpearman rho = {'–' if rho is None else f'{rho:.2f}'} (n = {r['n']})", fontsize=9)
         ax.set_xlabel("RM score (per trace)")
         ax.set_ylabel("FOTU (per trace, mean over students)")
     fig.suptitle("Trace-level reward-model score vs FOTU (Legi-Val Fig. 7; all rows: rm_correlations.csv)")
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -268,12 +284,13 @@ def clarity_profile_figure(report: Report) -> Any:
     if ok.height == 0:
         _empty(ax, _why(t))
     else:
-        grouped_bars(ax, ok["teacher"].to_list(), {m: ok[m].to_list() for m in metrics})
+        names = teacher_labels(report.data, ok["teacher"].to_list())
+        grouped_bars(ax, [names[n] for n in ok["teacher"].to_list()], {m: ok[m].to_list() for m in metrics})
         ax.set_ylim(0, 1.05)
         ax.legend(fontsize=7, frameon=False, ncol=len(metrics))
     ax.set_ylabel("mean score (0-1)")
     ax.set_title("Clarity profile per teacher: RD, SE, DC, SS_lite, CLX (gCoT Fig. 7 / Table 3)")
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -288,7 +305,8 @@ def clx_regression_figure(report: Report) -> Any:
         _empty(ax, "no within-teacher regression:\n" + _why(t))
         ax.axis("off")
     else:
-        labels = [f"{a} / {b}" for a, b in ok.select("teacher", "metric").iter_rows()]
+        names = teacher_labels(report.data, ok["teacher"].to_list())
+        labels = [f"{names[a]} / {b}" for a, b in ok.select("teacher", "metric").iter_rows()]
         for y, (s, lo, hi) in enumerate(ok.select("slope", "ci_low", "ci_high").iter_rows()):
             ax.plot([lo, hi], [y, y], color="0.4", lw=1.2)
             ax.scatter([s], [y], color="#2f6fde", zorder=3)
@@ -296,7 +314,7 @@ def clx_regression_figure(report: Report) -> Any:
         ax.set_yticks(range(ok.height), labels, fontsize=8)
         ax.set_xlabel("slope of informativeness on CLX (95% CI)")
     ax.set_title("Within-teacher regression of informativeness on CLX (gCoT Table 4)")
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -322,8 +340,9 @@ def gcot_dimensions_figure(report: Report) -> Any:
             ax.text(j, i, "–" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=8,
                     color="white" if not np.isnan(v) and v < 0.5 else "black")
     ax.set_xticks(range(len(dims)), dims, rotation=30, ha="right")
-    ax.set_yticks(range(len(teachers)), teachers)
+    names = teacher_labels(report.data, teachers)
+    ax.set_yticks(range(len(teachers)), [names[n] for n in teachers])
     fig.colorbar(im, ax=ax, shrink=0.8, label="score (1 = best)")
     ax.set_title("gCoT dimensions and Global Index per teacher")
-    fig.tight_layout()
+    fit_layout(fig)
     return fig

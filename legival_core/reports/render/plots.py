@@ -1,7 +1,14 @@
-"""Static report figures (matplotlib, Agg backend: no display needed)."""
+"""Static report figures (matplotlib, Agg backend: no display needed).
+
+Names from the user (teachers, students, reward models) are drawn as their `labels.short_labels`
+(bounded, drawable, distinct; the full names are in the CSVs and the dashboard's tooltips), and every
+layout goes through `fit_layout`, so no name squashes a figure or makes matplotlib warn.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from legival_core.metrics.base import all_metrics, metrics_from
 from legival_core.reports.compute.pareto import FRONTIERS, place_labels
 from legival_core.reports.compute.stats import correlation_matrix
+from legival_core.reports.render.labels import short_labels
 
 if TYPE_CHECKING:
     from legival_core.reports.compute.data import ReportData
@@ -33,6 +41,49 @@ def _colors(teachers: list[str]) -> dict[str, Any]:
     plt = _plt()
     cmap = plt.get_cmap("tab20" if len(teachers) > 10 else "tab10")
     return {t: cmap(i % cmap.N) for i, t in enumerate(teachers)}
+
+
+def teacher_labels(data: ReportData, *more: Iterable[str]) -> dict[str, str]:
+    """The figure label of every teacher of the report and of the names in `more` (one figure's), so
+    a teacher reads the same in every figure and no two teachers of a figure read the same."""
+    return short_labels(itertools.chain(data.teacher_metrics["teacher"].to_list(), *more))
+
+
+_CRAMPED = "Tight layout not applied"
+
+
+def _axes_inches(fig: Any) -> list[tuple[float, float]]:
+    width, height = fig.get_size_inches()
+    return [(float(ax.get_position().width * width), float(ax.get_position().height * height)) for ax in fig.axes]
+
+
+def fit_layout(fig: Any, tries: int = 8) -> None:
+    """`fig.tight_layout()`, growing the figure (by half, along the direction that did not fit) while
+    matplotlib cannot fit the axes' decorations ("Tight layout not applied": long tick labels, many
+    rows) or fits them only by squashing an axes to less than half the size the figure gave it: a
+    figure saved with `bbox_inches="tight"` grows with its content instead. Any other warning of the
+    layout is passed on."""
+    import warnings
+
+    planned = _axes_inches(fig)
+    for attempt in range(tries):
+        last = attempt == tries - 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fig.tight_layout()
+        cramped = [str(w.message) for w in caught if _CRAMPED in str(w.message)]
+        for w in caught:
+            if _CRAMPED not in str(w.message) or last:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        now = _axes_inches(fig)
+        wide = any("left and right" in m for m in cramped) or any(
+            w < 0.5 * pw for (w, _), (pw, _) in zip(now, planned, strict=True))
+        tall = any("bottom and top" in m for m in cramped) or any(
+            h < 0.5 * ph for (_, h), (_, ph) in zip(now, planned, strict=True))
+        if last or not (wide or tall or cramped):
+            return
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width * (1.5 if wide or not tall else 1.0), height * (1.5 if tall else 1.0))
 
 
 def write_plots(data: ReportData, out: Path) -> list[str]:
@@ -105,6 +156,7 @@ def pareto_figure(data: ReportData) -> Any:
     transfer = {m.name for m in metrics_from("transfer")}
     t = data.teacher_metrics
     colors = _colors(t["teacher"].to_list())
+    names = teacher_labels(data)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
     to_label = []
     for ax, (x, y, col) in zip(axes, FRONTIERS, strict=True):
@@ -116,9 +168,9 @@ def pareto_figure(data: ReportData) -> Any:
             continue
         frontier_panel(ax, rows, colors)
         ax.set_title(f"{y} vs {x}")
-        to_label.append((ax, [(r[0], r[1], r[2]) for r in rows]))
+        to_label.append((ax, [(names[r[0]], r[1], r[2]) for r in rows]))
     fig.suptitle("Pareto frontier of teachers (outlined: on the frontier)")
-    fig.tight_layout()
+    fit_layout(fig)
     for ax, points in to_label:
         label_points(fig, ax, points)
     return fig
@@ -188,7 +240,7 @@ def correlation_figure(data: ReportData) -> Any:
     fig.colorbar(im, ax=ax, shrink=0.7, label="Spearman rho")
     ax.set_title(f"Spearman correlation across teachers (n = {data.teacher_metrics.height}); "
                  "the dashboard adds the other metrics", fontsize=9)
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -197,13 +249,14 @@ def tu_curve_figure(data: ReportData) -> Any:
     c = data.tu_curves
     teachers = sorted(c["teacher"].unique().to_list())
     colors = _colors(sorted(data.teacher_metrics["teacher"].to_list()))
+    names = teacher_labels(data, teachers)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     if not teachers:
         _empty(ax, "no transfer curves yet (no rollouts)")
     for t in teachers:
         sub = c.filter(c["teacher"] == t).sort("bin")
         x = [b / 50 for b in sub["bin"].to_list()]
-        ax.plot(x, sub["mu"].to_list(), color=colors.get(t), label=t, lw=1.5)
+        ax.plot(x, sub["mu"].to_list(), color=colors.get(t), label=names[t], lw=1.5)
         if sub["ci_low"].null_count() == 0:
             ax.fill_between(x, sub["ci_low"].to_list(), sub["ci_high"].to_list(), color=colors.get(t), alpha=0.15)
     ax.set_xlabel("prefix fraction k/m (bin b / B)")
@@ -212,7 +265,7 @@ def tu_curve_figure(data: ReportData) -> Any:
     ax.set_title("Transfer-utility curves (band: 95% bootstrap over problems)")
     if teachers:
         ax.legend(fontsize=7, ncol=2, frameon=False)
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -221,14 +274,15 @@ def elbow_figure(data: ReportData) -> Any:
     e = data.elbow
     teachers = sorted(e["teacher"].unique().to_list())
     colors = _colors(sorted(data.teacher_metrics["teacher"].to_list()))
+    names = teacher_labels(data, teachers)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     if not teachers:
         _empty(a1)
         _empty(a2)
     for t in teachers:
         sub = e.filter(e["teacher"] == t).sort("threshold")
-        a1.plot(sub["threshold"].to_list(), sub["redundancy"].to_list(), marker=".", color=colors.get(t), label=t)
-        a2.plot(sub["threshold"].to_list(), sub["rank"].to_list(), marker=".", color=colors.get(t), label=t)
+        a1.plot(sub["threshold"].to_list(), sub["redundancy"].to_list(), marker=".", color=colors.get(t), label=names[t])
+        a2.plot(sub["threshold"].to_list(), sub["rank"].to_list(), marker=".", color=colors.get(t), label=names[t])
     for ax in (a1, a2):
         ax.axvline(data.tau, color="0.5", ls=":", lw=1)
         ax.set_xlabel("similarity threshold tau")
@@ -239,7 +293,7 @@ def elbow_figure(data: ReportData) -> Any:
     a2.set_title("Teacher rank per threshold")
     if teachers:
         a1.legend(fontsize=7, frameon=False)
-    fig.tight_layout()
+    fit_layout(fig)
     return fig
 
 
@@ -252,6 +306,7 @@ def rank_table_figure(data: ReportData) -> Any:
     if t.height == 0:
         _empty(ax)
         return fig
+    names = teacher_labels(data)
     cells, colours = [], []
     n = t.height
     cmap = plt.get_cmap("RdYlGn_r")
@@ -267,7 +322,7 @@ def rank_table_figure(data: ReportData) -> Any:
             col.append("white" if r is None else cmap((r - 1) / max(n - 1, 1) * 0.8 + 0.1))
         cells.append(line)
         colours.append(col)
-    table = ax.table(cellText=cells, cellColours=colours, rowLabels=t["teacher"].to_list(),
+    table = ax.table(cellText=cells, cellColours=colours, rowLabels=[names[n] for n in t["teacher"].to_list()],
                      colLabels=metrics, loc="center", cellLoc="center")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
