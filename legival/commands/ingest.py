@@ -15,7 +15,8 @@ from legival_core.spec import Ingest, default_of
 
 @app.command()
 def ingest(
-    files: Annotated[list[Path], typer.Argument(help="Trace files (JSONL or Parquet).")],
+    files: Annotated[list[Path], typer.Argument(
+        help="Trace files: JSONL (plain, gzip- or zstd-compressed, told by content) or Parquet.")],
     db: DbOption,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and list bad lines instead of stopping.")] = False,
     teacher: Annotated[str | None, typer.Option(help="Teacher name for every trace (default: the 'model' field).")] = None,
@@ -45,6 +46,8 @@ def ingest(
             results.append(s)
             for bad in [*s.bad_lines, *s.too_large]:
                 err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
+            for warning in s.warnings:
+                err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
             out_console.print(
                 f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
                 f"{s.duplicate_records} duplicate records, {len(s.bad_lines)} bad lines skipped, "

@@ -5,6 +5,9 @@
 '<json>') and what is wrong, so a caller can stop or skip; nothing it reads raises (a UTF-8 BOM at
 the start is accepted, a line nested too deeply for the JSON parser is a problem, not a crash).
 
+`read_jsonl_records` reads the same from a file, as a stream, plain or gzip/zstd-compressed
+(`legival_core.grading.input_files`: any other container raises `InputFileError`, naming it).
+
 Dataset loaders use `read_jsonl`, which raises `ValueError` naming the file, the line and the field,
 so a corrupt row is fixed at its source instead of surfacing later as a wrong grade. (It lives here
 because every dataset module already depends on `legival_core.grading`, and `legival_core.datasets`
@@ -14,10 +17,12 @@ imports its modules eagerly.)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from legival_core.grading.input_files import read_lines
 
 BOM = b"\xef\xbb\xbf"
 
@@ -72,31 +77,47 @@ def jsonl_records(data: bytes) -> Iterator[tuple[int, dict[str, Any] | LineProbl
     A UTF-8 byte order mark at the start of the file is skipped."""
     if data.startswith(BOM):
         data = data[len(BOM):]
-    for i, raw in enumerate(data.split(b"\n"), start=1):
+    return jsonl_lines(enumerate(data.split(b"\n"), start=1))
+
+
+def jsonl_lines(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, dict[str, Any] | LineProblem]]:
+    """(line number, record or problem) for every non-blank one of numbered raw lines."""
+    for i, raw in lines:
         if raw.strip():
             yield i, parse_json_line(raw, i)
 
 
+def read_jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | LineProblem]]:
+    """`jsonl_records` of a file, read as a stream whatever compresses it (`input_files`): a file
+    that is not JSONL, or whose compressed stream is cut short, raises `InputFileError`."""
+    return jsonl_lines(read_lines(Path(path)))
+
+
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(0-based row index, record) for each non-blank line; the index counts records, not lines."""
+    """(0-based row index, record) for each non-blank line; the index counts records, not lines.
+    Plain, gzip or zstd JSONL (`input_files`); anything else raises `InputFileError`, a ValueError."""
     path = Path(path)
     index = 0
-    with path.open(encoding="utf-8-sig") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: bad JSON ({e.msg})") from None
-            except RecursionError:
-                raise ValueError(f"{path}:{lineno}: bad JSON (nested too deeply to read)") from None
-            except ValueError as e:
-                raise ValueError(f"{path}:{lineno}: bad JSON ({str(e).split(';')[0]})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
-            yield index, rec | {"__line__": lineno}
-            index += 1
+    for lineno, raw in read_lines(path):
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            bad = f"invalid UTF-8 byte 0x{raw[e.start]:02x} at column {e.start + 1}"
+            raise ValueError(f"{path}:{lineno}: {bad}") from None
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: bad JSON ({e.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{path}:{lineno}: bad JSON (nested too deeply to read)") from None
+        except ValueError as e:
+            raise ValueError(f"{path}:{lineno}: bad JSON ({str(e).split(';')[0]})") from None
+        if not isinstance(rec, dict):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+        yield index, rec | {"__line__": lineno}
+        index += 1
 
 
 def field(rec: dict[str, Any], name: str, path: Path, kind: type = str) -> Any:

@@ -1,8 +1,9 @@
-"""Trace records: reading a trace file (JSONL or Parquet), validating each record, and the store rows.
+"""Trace records: reading a trace file (JSONL, plain or gzip/zstd-compressed, or Parquet), validating
+each record, and the store rows.
 
 The parsing half of the ingest stage (`legival_core.stages.ingest`), shared with the generate stage,
 whose generated records go through exactly this parsing. Every error names the file, the line (or
-Parquet row) and the field.
+Parquet row) and the field. What a file is comes from its first bytes (`input_files.open_input`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any, Protocol
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from legival_core.grading.records import LineProblem, jsonl_records
+from legival_core.grading.input_files import InputFile, InputFileError, is_parquet_name, open_input
+from legival_core.grading.records import LineProblem, jsonl_lines
 from legival_core.registry import UnknownName, canonical_name
 from legival_core.thinking import split_thinking
 from legival_core.types import Grade, Problem, Trace, canonical_json
@@ -110,30 +112,41 @@ class ParsedLine:
 
 
 def is_parquet(path: Path) -> bool:
-    return path.suffix.lower() in (".parquet", ".pq")
+    """Named as a Parquet file (`open_trace_file` checks that the content agrees)."""
+    return is_parquet_name(path)
 
 
-def read_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:
-    """(line number, record or the error for that line), for JSONL and Parquet files. A file that
-    cannot be read at all (missing, a directory, not Parquet) raises a file-level `IngestError`
-    before anything is yielded."""
-    name = str(path)
-    if not path.exists():
-        raise file_error(name, "no such file")
-    if path.is_dir():
-        raise file_error(name, "is a directory, not a trace file (give the JSONL or Parquet files in it)")
-    if is_parquet(path):
-        yield from enumerate(_parquet_rows(path), start=1)
+def open_trace_file(path: Path) -> InputFile:
+    """A trace file opened, what it holds told by its first bytes: JSONL (plain, gzip or zstd) or
+    Parquet. Any other file (an archive, bzip2/xz data, binary data, missing, a directory) is a
+    file-level `IngestError` saying what it is and what is read."""
+    try:
+        return open_input(path, parquet=True)
+    except InputFileError as e:
+        raise file_error(e.file, e.message) from None
+
+
+def read_records(source: Path | InputFile) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:
+    """(line number, record or the error for that line), for JSONL (plain or compressed, read as a
+    stream) and Parquet files (read by batch of rows). A file that cannot be read at all (missing, a
+    directory, not JSONL or Parquet) raises a file-level `IngestError` before anything is yielded;
+    one whose compressed stream is cut short raises it when the reading gets there."""
+    src = source if isinstance(source, InputFile) else open_trace_file(source)
+    name = str(src.path)
+    if src.format.kind == "parquet":
+        src.close()
+        yield from enumerate(_parquet_rows(src.path), start=1)
         return
     try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise file_error(name, f"cannot read it ({e.strerror or e})") from None
-    for i, rec in jsonl_records(data):
-        yield i, IngestError(name, i, rec.field, rec.message) if isinstance(rec, LineProblem) else rec
+        for i, rec in jsonl_lines(src.lines()):
+            yield i, IngestError(name, i, rec.field, rec.message) if isinstance(rec, LineProblem) else rec
+    except InputFileError as e:
+        raise file_error(e.file, e.message) from None
+    finally:
+        src.close()
 
 
-def _parquet_rows(path: Path) -> list[dict[str, Any]]:
+def _parquet_rows(path: Path) -> Iterator[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -142,10 +155,11 @@ def _parquet_rows(path: Path) -> list[dict[str, Any]]:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:  # a row as a dict would keep one of them
             raise file_error(str(path), f"duplicate column(s) {', '.join(map(repr, dup))} (which one is meant?)")
-        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+        with pq.ParquetFile(path) as f:
+            for batch in f.iter_batches(batch_size=1024):
+                yield from batch.to_pylist()
     except (pa.ArrowException, OSError) as e:
         raise file_error(str(path), f"not a readable Parquet file ({e})") from None
-    return rows
 
 
 def numbered(records: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any] | IngestError]]:

@@ -1,4 +1,5 @@
-"""The ingest stage: a trace file (JSONL or Parquet) into the store, every trace graded by our graders.
+"""The ingest stage: a trace file (JSONL, plain or gzip/zstd-compressed, or Parquet) into the store,
+every trace graded by our graders.
 
 plan   reads and validates the whole file (errors name file, line and field) and lists its traces
        that are not stored yet;
@@ -18,10 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from legival_core.grading.input_files import InputFileError
 from legival_core.grading.trace_records import (
     IngestError,
     ParsedLine,
@@ -30,8 +33,8 @@ from legival_core.grading.trace_records import (
     dedupe_problems,
     file_error,
     grade_row,
-    is_parquet,
     numbered,
+    open_trace_file,
     parse_record,
     problem_row,
     read_records,
@@ -67,6 +70,8 @@ class IngestSummary:
     """Records over `ingest.max_trace_bytes`: skipped (not stored), each with its reason."""
     repaired_text: int = 0
     """Records whose invalid Unicode was replaced by U+FFFD (`ingest.repair_text`)."""
+    warnings: list[str] = field(default_factory=list)
+    """What was accepted but is probably not what was meant (a file with no record)."""
     disagreements: int = 0
     disagreement_examples: list[str] = field(default_factory=list)
     unparsed: int = 0
@@ -88,6 +93,7 @@ class IngestSummary:
             "unparsed": self.unparsed,
             "grade_timeouts": self.timeouts,
             "truncated": self.truncated,
+            "warnings": self.warnings,
         }
 
 
@@ -116,23 +122,27 @@ class IngestStage:
 
     def plan(self, store: Store) -> Plan[ParsedLine, IngestSummary]:
         name = str(self.path)
-        unit = "row" if self.records is None and is_parquet(self.path) else "line"
+        src = None if self.records is not None else open_trace_file(self.path)
+        unit = "row" if src is not None and src.format.kind == "parquet" else "line"
         summary = IngestSummary(file=name)
         lines: list[ParsedLine] = []
         errors: list[IngestError] = []
         too_large: list[UnitFailure] = []
-        source = numbered(self.records) if self.records is not None else read_records(self.path)
-        for line, rec in source:
-            summary.lines += 1
-            try:
-                if isinstance(rec, IngestError):
-                    raise rec
-                lines.append(parse_record(rec, name, line, self.teacher, unit, self.limits))
-            except TraceTooLarge as e:
-                summary.too_large.append(str(e))
-                too_large.append(_skipped(e, rec, self.teacher))
-            except IngestError as e:
-                errors.append(e)
+        with src or nullcontext():
+            for line, rec in numbered(self.records or ()) if src is None else read_records(src):
+                summary.lines += 1
+                try:
+                    if isinstance(rec, IngestError):
+                        raise rec
+                    lines.append(parse_record(rec, name, line, self.teacher, unit, self.limits))
+                except TraceTooLarge as e:
+                    summary.too_large.append(str(e))
+                    too_large.append(_skipped(e, rec, self.teacher))
+                except IngestError as e:
+                    errors.append(e)
+        if src is not None and summary.lines == 0:
+            summary.warnings.append(f"{name}: no records (" + ("a Parquet file with 0 rows)" if unit == "row" else
+                                    "the file is empty or holds only blank lines)"))
         with damaged_store_errors(store):
             conflicts = find_conflicts(store, lines, name, unit)
         errors = sorted([*errors, *conflicts.values()], key=lambda e: e.line)
@@ -331,7 +341,9 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
     """The records of one model from a file that holds several (`select:` in the spec), under the
     same file name and at the same line numbers (the store records name and line as provenance)."""
     out = tmp / path.name
-    if path.suffix.lower() in (".parquet", ".pq"):
+    src = open_trace_file(path)
+    if src.format.kind == "parquet":
+        src.close()
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
@@ -339,10 +351,11 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
         col = "model" if "model" in t.column_names else "teacher"
         pq.write_table(t.filter(pc.equal(t[col], model)), out)
         return out
-    kept = 0
-    with path.open("rb") as src, out.open("wb") as dst:
-        for raw in src:
-            line = raw if raw.endswith(b"\n") else raw + b"\n"
+    kept = seen = 0
+    with src, out.open("wb") as dst, _whole_file_errors():  # plain JSONL whatever compressed the original
+        for _, raw in src.lines():
+            line = raw + b"\n"
+            seen += bool(raw.strip())
             try:
                 rec = json.loads(raw) if raw.strip() else None
             except ValueError:
@@ -353,9 +366,18 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
                 kept += 1
             else:
                 dst.write(b"\n")  # blank: ingest skips it, and line numbers stay the original file's
-    if kept == 0:
+    if kept == 0 and seen:  # a file with no record at all is ingested as one (a warning)
         raise file_error(str(path), f"no record has model {model!r} (spec `select`)")
     return out
+
+
+@contextmanager
+def _whole_file_errors() -> Iterator[None]:
+    """An input file that cannot be read (a compressed stream cut short) as ingest's file error."""
+    try:
+        yield
+    except InputFileError as e:
+        raise file_error(e.file, e.message) from None
 
 
 def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, select: str | None,

@@ -5,11 +5,14 @@ Any bytes of a JSONL line -> a record or a `LineProblem` (never an exception); a
 every code point, surrogates and NUL included, any nesting, odd types) -> a `ParsedLine` or an
 `IngestError` naming the line and a field; a parsed trace's text is encodable (content hashes and UTF-8
 writers never fail downstream), and `--repair-text` never refuses a record for its text. Parquet rows
-read back from a real file go through the same parser.
+read back from a real file go through the same parser. Any file content, plain or gzip/zstd-compressed,
+is records and line errors or ONE file-level error; a compressed file cut anywhere yields a prefix of
+its records, then the file-level error.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -89,3 +93,48 @@ def test_a_record_as_json_round_trips_through_the_line_parser() -> None:
     rec = {**BASE, "reasoning": "a \U0001f600 b"}
     parsed = parse_json_line(json.dumps(rec).encode(), 1)
     assert parsed == rec
+
+
+COMPRESS = {"plain": lambda d: d, "gzip": gzip.compress, "zstd": lambda d: zstandard.ZstdCompressor().compress(d)}
+
+
+@fuzz(150)
+@given(st.binary(max_size=600), st.sampled_from(list(COMPRESS)), st.sampled_from(["t.jsonl", "t.parquet", "t.gz"]))
+@example(b"PAR1", "plain", "t.parquet")
+@example(b"PK\x05\x06" + bytes(18), "gzip", "t.jsonl")
+@example(b"\x1f\x8b", "plain", "t.jsonl")
+@example(b"\x28\xb5\x2f\xfd\x00", "plain", "t.gz")
+def test_any_file_is_records_and_line_errors_or_one_file_error(tmp_path_factory: pytest.TempPathFactory,
+                                                              content: bytes, kind: str, name: str) -> None:
+    path = Path(tmp_path_factory.mktemp("any")) / name
+    path.write_bytes(COMPRESS[kind](content))
+    try:
+        for line, rec in read_records(path):
+            assert line >= 1 and (isinstance(rec, dict) or (isinstance(rec, IngestError) and rec.line == line))
+    except IngestError as e:
+        assert e.unit == "file" and str(e).startswith(f"{path}: ") and "\n" not in str(e), str(e)
+
+
+@fuzz(60, deadline_s=10)
+@given(st.lists(st.dictionaries(st.sampled_from(list(BASE)), st.text(max_size=30), max_size=7), min_size=1, max_size=30),
+       st.sampled_from(["gzip", "zstd"]), st.floats(0.0, 1.0))
+@example([{}], "gzip", 0.001)
+@example([{}], "zstd", 0.999)
+def test_a_cut_compressed_file_yields_a_prefix_of_its_records_then_a_file_error(
+        tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]], kind: str, keep: float) -> None:
+    data = "".join(json.dumps({**BASE, **r}) + "\n" for r in records).encode()
+    whole = COMPRESS[kind](data)
+    path = Path(tmp_path_factory.mktemp("cut")) / "t.jsonl"
+    path.write_bytes(whole)
+    full = list(read_records(path))
+    assert len(full) == len(records)
+    cut = 0 if keep == 0 else max(4, int(len(whole) * keep))  # shorter, not even its magic bytes are left
+    path.write_bytes(whole[:cut])  # deliberately truncated
+    got: list[Any] = []
+    try:
+        got.extend(read_records(path))
+    except IngestError as e:
+        assert e.unit == "file" and f"{path}: the {kind} stream ends early, " in str(e), str(e)
+    else:
+        assert cut in (0, len(whole)), "a cut stream read as complete"
+    assert got == full[: len(got)]
