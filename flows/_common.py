@@ -51,7 +51,8 @@ def run_registered(name: str, spec: str, db: str | None = None, *, teachers: lis
 def driver_session(db: str | None = None, execution: Execution | None = None) -> Iterator[None]:
     """The outermost flow closes the store and the engine pool (subflows share them). A failure is
     logged by the outermost flow as one line naming its crash log (the traceback, beside the store
-    `db` or in the temp directory: `legival_core.crashlog`), the same file the CLI then names.
+    `db` or in the temp directory: `legival_core.crashlog`), the same file the CLI then names; a
+    known condition (`legival_core.stages.conditions`) as its one line, with no crash log.
     Stages run with the spec's unit time limit (`execution.unit_timeout_s`), and the CLI's ledger of
     failed units and `--retry-failed` when a command runs the flow (a deployment run reads
     LEGIVAL_RETRY_FAILED=1)."""
@@ -89,10 +90,16 @@ def _log_failure(e: BaseException, db: str | None) -> None:
 
     from legival_core.crashlog import summarize, write_crash_log
     from legival_core.stages.cancel import Cancelled
+    from legival_core.stages.conditions import known_failure, reason
 
     if isinstance(e, Cancelled):  # not a failure: every committed batch is stored, a rerun resumes
         with suppress(Exception):
             get_run_logger().warning(f"{e}: every committed batch is stored; rerun to resume")
+        return
+    known = known_failure(e)
+    if known is not None:  # a bad input or an outside service's refusal: its words, no crash log
+        with suppress(Exception):
+            get_run_logger().error(f"failed: {reason(known)}")
         return
     log = write_crash_log(e, ["--db", db] if db else [])
     with suppress(Exception):  # outside a flow run there is no run logger; the CLI reports it anyway

@@ -10,6 +10,7 @@ from prefect import flow
 from flows._common import driver_session, load_run, selected_teachers
 from legival_core.laps import Laps
 from legival_core.runs.record import new_run_id
+from legival_core.stages.conditions import JobsFailed, StagesFailed
 from legival_core.stages.registered import RunContext, StageInfo, stages_in_order
 from tasks.prefect_ui import benchmark_progress, flow_run_link, run_name
 from tasks.stages import plan_task, plan_vs_actual, run_jobs, run_shards
@@ -31,6 +32,12 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
 
     `teachers` restricts ingest/generate and transfer to those teachers (the per-teacher
     deployments); the other stages compute whatever the store lacks, and the aggregates cover every stored teacher.
+
+    A stage whose jobs fail for a known outside reason (a key refused, an endpoint down:
+    `stages.conditions.service_failure`) does not end the run: its reason is stored (the report's
+    coverage names it), the stages that need it are not run, every other stage and the report are,
+    and the run then ends with `StagesFailed` (its summary attached): the command prints the summary
+    and one `error:` line, exit 2; the Prefect run is Failed with that line.
     """
     t0 = time.perf_counter()
     started = datetime.now(UTC)
@@ -47,33 +54,56 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
     # every job built now: a missing problems file (generate) fails the run before any model loads
     jobs = {info.name: info.jobs(ctx) for info in order}
     stages = [info.name for info in order if jobs[info.name]]
+    failed: dict[str, str] = {}
+    not_run: dict[str, str] = {}
     with driver_session(dbp, s.execution), benchmark_progress(s, [t.name for t in chosen], laps, stages) as mon:
         ran: set[str] = set()
         warmed: set[str] = set()
         for info in order:
-            _prewarm(order, ran, warmed, ctx)
             mine = jobs[info.name]
-            if info.shards:
-                planned = plan_task(dbp, s, teachers) if mine else None
-                if planned is not None:
-                    mon.planned(planned)
-                began = time.time()
-                results, engines = run_shards(dbp, info, mine, s) if mine else ([], 0)
-                part = {**info.summary(results), "engines_loaded": engines}
-                if planned is not None:
-                    summary["plan_vs_actual"] = plan_vs_actual(s.name, planned, part, results, began)
-            else:
-                results = run_jobs(dbp, info, mine, s) if mine else []
-                part = info.summary(results)
+            blocker = next((d for d in (*info.needs, *info.requires) if d in failed or d in not_run), None)
+            if blocker is not None and not info.partial_inputs:
+                if mine:  # a stage failed as a whole: what needs it waits for the next run
+                    not_run[info.name] = f"needs {blocker}, which " + ("failed" if blocker in failed else "did not run")
+                _merge(summary, info.summary([]))
+                continue
+            _prewarm(order, ran, warmed, ctx)
+            try:
+                part = _run_stage(info, mine, dbp, s, teachers, mon, summary)
+            except JobsFailed as e:  # known outside reasons, stored; the other jobs' results kept
+                failed[info.name] = e.reason
+                part = info.summary(e.results)
             _merge(summary, part)
             ran.add(info.name)
             if mine:
                 mon.lap(info.name)
+        if failed:
+            summary["failed_stages"], summary["not_run_stages"] = failed, not_run
         mon.finish(summary)
+        if failed:
+            laps.lap("shutdown")
+            summary["stage_s"], summary["wall_s"] = laps.seconds, round(time.perf_counter() - t0, 3)
+            raise StagesFailed(failed, not_run, summary)
     laps.lap("shutdown")
     summary["stage_s"] = laps.seconds
     summary["wall_s"] = round(time.perf_counter() - t0, 3)
     return summary
+
+
+def _run_stage(info: StageInfo, mine: list[Any], dbp: str, s: Any, teachers: list[str] | None, mon: Any,
+               summary: dict[str, Any]) -> dict[str, Any]:
+    """One stage's jobs (a shard stage: planned first, then its shards); its part of the summary."""
+    if not info.shards:
+        return info.summary(run_jobs(dbp, info, mine, s) if mine else [])
+    planned = plan_task(dbp, s, teachers) if mine else None
+    if planned is not None:
+        mon.planned(planned)
+    began = time.time()
+    results, engines = run_shards(dbp, info, mine, s) if mine else ([], 0)
+    part = {**info.summary(results), "engines_loaded": engines}
+    if planned is not None:
+        summary["plan_vs_actual"] = plan_vs_actual(s.name, planned, part, results, began)
+    return part
 
 
 def _prewarm(order: list[StageInfo], ran: set[str], warmed: set[str], ctx: RunContext) -> None:

@@ -7,6 +7,7 @@ at the end of standard output (../shared/CLI.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -26,9 +27,10 @@ M = TypeVar("M", bound="BaseModel")
 
 
 class LegivalGroup(TyperGroup):
-    """The command group with the error boundary every command shares (legival/crash.py): a broken
-    plugin or an unusable store is an `error:` line (exit 2), a condition of the machine (port in use,
-    disk full, permission denied) its own `error:` line (exit 2), anything else one `error:` line with
+    """The command group with the error boundary every command shares (legival/crash.py): a known
+    condition (a broken plugin, an unusable store, a bad spec or trace file, an outside service's
+    refusal: `legival_core.stages.conditions`) is an `error:` line (exit 2), a condition of the
+    machine (port in use, disk full, permission denied) its own `error:` line (exit 2), anything else one `error:` line with
     the path of its crash log (exit 1); never a traceback. Being part of the app (not of the console
     script's `main`), the same boundary holds when the app is invoked in-process."""
 
@@ -54,11 +56,11 @@ class LegivalGroup(TyperGroup):
                 raise  # usage errors, --help, typer.Exit: click prints and exits as usual
             if _broken_pipe(e) and stdout_gone():
                 quiet_broken_pipe()
-            from legival_core.registry import PluginError
-            from legival_core.store import StoreError
+            from legival.crash import known
 
-            if isinstance(e, PluginError | StoreError):
-                fail(str(e))
+            line = known(e)  # a bad input or an outside service's refusal: its own words, no crash log
+            if line is not None:
+                fail(line)
             from legival_core.crashlog import crash_message
 
             message, code = crash_message(e, args)
@@ -159,7 +161,7 @@ def settings(section: type[M], **values: Any) -> M:
 
 def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | None,
                      only_generating: bool = False, create: bool = True,
-                     out: Path | None = None, check_out: bool = False) -> tuple[BenchmarkSpec, Path]:
+                     out: Path | None = None, check_out: bool = False, hold: bool = False) -> tuple[BenchmarkSpec, Path]:
     """What every spec-driven command checks before a flow starts, exiting with a readable error:
     the spec validates, every chosen teacher that generates has its problems file (so a run fails
     before any model loads), and the store (`--db`, else the spec's) is not locked by another
@@ -167,7 +169,10 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     `create=False` (a dry run): the store is not created, and only checked when it exists.
     `check_out`: the report directory (`out`, else the spec's `report.out`) must be writable, checked
     before the store is created. A run (`create`) also checks, before the store is created, that the
-    spec's Ray cluster and the Prefect API answer within `execution.connect_timeout_s` (tasks/infra.py)."""
+    spec's Ray cluster and the Prefect API answer within `execution.connect_timeout_s` (tasks/infra.py).
+    `hold` (a run): the store stays open, handed to the flow's driver (`tasks._driver.adopt`), so no
+    other process can take it between this check and the flow's first task. Nothing is left behind by
+    a refusal here: the report directory is only probed (removed again when it did not exist)."""
     import os
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -187,19 +192,52 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     except SpecError as e:
         fail(str(e))
     if check_out:
-        writable_dir(out if out is not None else s.report.out, "--out" if out is not None else f"{spec_file}: report.out")
+        writable_dir(out if out is not None else s.report.out, "--out" if out is not None else f"{spec_file}: report.out",
+                     keep=False)
     if create:
         check_infrastructure(s, spec_file)
     db_path = (db or s.store).resolve()
     if not create and not db_path.exists():
         return s, db_path
+    existed = db_path.exists()
     try:
         store = Store(db_path, read_only=not create)
     except StoreError as e:
         fail(str(e))
+    if not existed:
+        _CREATED.add(db_path)
     _note_migration(store)
-    store.close()
+    if hold and create:
+        from tasks._driver import adopt
+
+        adopt(store)
+    else:
+        store.close()
     return s, db_path
+
+
+_CREATED: set[Path] = set()
+"""Stores this process created (`prepare_spec_run`): `discard_if_unused` may remove them again."""
+
+
+def discard_if_unused(db_path: Path) -> None:
+    """A run refused after `prepare_spec_run` created its store (a trace file gone, a second run
+    holding...) leaves no store behind: remove the file when this process created it and nothing was
+    stored in it. A store that holds anything, or that existed before, is never touched."""
+    from legival_core.store import Store, StoreError
+
+    if db_path not in _CREATED or not db_path.exists():
+        return
+    try:
+        with Store(db_path, read_only=True) as store:
+            if store.holds_data():
+                return
+    except StoreError:
+        return
+    for p in (db_path, db_path.with_name(db_path.name + ".wal")):
+        with contextlib.suppress(OSError):
+            p.unlink()
+    _CREATED.discard(db_path)
 
 
 def check_infrastructure(s: BenchmarkSpec, spec_file: Path) -> None:
@@ -216,13 +254,15 @@ def check_infrastructure(s: BenchmarkSpec, spec_file: Path) -> None:
         fail(str(e))
 
 
-def writable_dir(path: Path, what: str) -> Path:
+def writable_dir(path: Path, what: str, keep: bool = True) -> Path:
     """Create the output directory `path` now and check that files can be written there, so that an
     unwritable report directory fails (exit 2, naming `what`) before any work, not with a traceback
-    after it."""
+    after it. `keep=False`: the directories this check created are removed again (a run that is then
+    refused leaves nothing; the report creates its directory when it writes)."""
     import os
     import tempfile
 
+    made = [p for p in (path, *path.parents) if not p.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".legival-write-check-", dir=path)  # a name of its own
@@ -230,5 +270,10 @@ def writable_dir(path: Path, what: str) -> Path:
         os.unlink(probe)
     except OSError as e:
         fail(f"{what} {path}: cannot write there ({e.strerror or e})")
+    finally:
+        if not keep:
+            for p in made:  # deepest first
+                with contextlib.suppress(OSError):
+                    p.rmdir()
     return path
 

@@ -6,7 +6,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
@@ -91,6 +91,6 @@ def progress_bar(description: str, total: int | None = None) -> Iterator[Bar]:
         yield Bar(prog, prog.add_task(description, total=total))
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     raise SystemExit(code)

@@ -11,13 +11,19 @@ from typing import Any
 from legival.console import fail, progress_bar
 
 
-def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, argv: list[str]) -> dict[str, Any]:
+def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, argv: list[str],
+             db: str | None = None) -> dict[str, Any]:
     """`call(flow)` with the flow `flows.<name>.<name>`, imported while the Prefect server starts; the
-    flow's summary. A cancel stops at a batch boundary and exits as cancelled; a failure exits with
-    one `error:` line naming the crash log (`argv`: the command line it gives to rerun)."""
+    flow's summary. A cancel stops at a batch boundary and exits as cancelled. A run whose stages
+    failed for known outside reasons (`StagesFailed`) returns its summary with `failed_stages` (the
+    command prints it, then `exit_if_stages_failed`). Any other failure exits with one `error:` line:
+    a known condition in its words (exit 2), a bug with its crash log (exit 1; `argv`: the command
+    line it gives to rerun). Tracebacks of Prefect and of threads go to the run's log (`db`: beside
+    that store; `tasks.run_log`), which the error line names, never to the terminal."""
     server = _prestart_prefect_server()
     flow = getattr(importlib.import_module(f"flows.{name}"), name)
     from tasks.progress import BOARD
+    from tasks.run_log import run_log
 
     if server is not None:
         _preimport_models()
@@ -28,7 +34,7 @@ def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, arg
     def stored() -> dict[str, int]:
         return {"rollouts_committed_by_this_run": BOARD.committed}
 
-    with progress_bar("rollouts") as bar, cancellable(stored, command) as received:
+    with run_log(db) as log, progress_bar("rollouts") as bar, cancellable(stored, command) as received:
         BOARD.add_sink(lambda done, total: bar.update(done=done, total=total))
         try:
             summary = call(flow)
@@ -37,15 +43,39 @@ def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, arg
                 received.leave()
             if not isinstance(e, Exception):
                 raise
-            from legival.crash import failure  # the flow failed: one line, the traceback in a crash log
+            from legival_core.crashlog import causes
+            from legival_core.stages.conditions import StagesFailed
 
-            fail(*failure(e, argv, name))
+            stages = next((c for c in causes(e) if isinstance(c, StagesFailed)), None)
+            if stages is None:
+                from legival.crash import failure  # the flow failed: one line, the traceback in a crash log
+
+                line, code = failure(e, argv, name)
+                fail(line + (f" (the run's log: {log})" if code == 2 and log is not None else ""), code)
+            summary = {**stages.summary, "run_log": str(log) if log is not None else None}
         finally:
             if not received:
                 BOARD.clear()
+            from tasks._driver import close_stores
+
+            close_stores()  # also the store the command handed over when the flow failed before using it
         if received:  # the signal came as the flow ended: it is complete, say so and exit as cancelled
             received.leave(why="after the run completed")
     return summary
+
+
+def exit_if_stages_failed(summary: dict[str, Any]) -> None:
+    """After a run's summary is printed: its stages that failed for known outside reasons as one
+    `error:` line, exit 2 (every other stage and the report are stored)."""
+    failed: dict[str, str] = summary.get("failed_stages") or {}
+    if not failed:
+        return
+    not_run = summary.get("not_run_stages") or {}
+    what = "; ".join(f"{stage}: {why}" for stage, why in failed.items())
+    skipped = f"; not run, as they need it: {', '.join(not_run)}" if not_run else ""
+    log = f"; the run's log: {summary['run_log']}" if summary.get("run_log") else ""
+    fail(f"{len(failed)} stage(s) failed: {what}{skipped}. Every other stage and the report are stored (coverage.csv "
+         f"says what is missing and why); fix the cause and rerun{log}")
 
 
 def _prestart_prefect_server() -> threading.Thread | None:

@@ -102,7 +102,7 @@ def write_crash_log(e: BaseException, args: Sequence[str]) -> Path | None:
             where.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix=f"crash-{stamp}-{os.getpid()}-", suffix=".log", dir=where)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(_redact(text))
+                f.write(redact(text))
             path = Path(name)
         except OSError:
             continue
@@ -112,7 +112,7 @@ def write_crash_log(e: BaseException, args: Sequence[str]) -> Path | None:
     return None
 
 
-def _redact(text: str) -> str:
+def redact(text: str) -> str:
     """API keys in the environment never reach a file (a traceback may quote a request's headers)."""
     for name, value in os.environ.items():
         if value and len(value) >= 8 and any(k in name.upper() for k in ("KEY", "TOKEN", "SECRET", "PASSWORD")):
@@ -122,7 +122,7 @@ def _redact(text: str) -> str:
 
 def summarize(e: BaseException, limit: int = 300) -> str:
     """`Type: message` on one line, cut to `limit` characters."""
-    msg = " ".join(_redact(str(e)).split())
+    msg = " ".join(redact(str(e)).split())
     line = f"{type(e).__name__}: {msg}" if msg else type(e).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

@@ -1,8 +1,8 @@
 """The driver's single DuckDB connection, shared by the flow's task threads under one lock.
 
 DuckDB allows one process per file, and a connection is not safe for concurrent use by threads, so
-every task takes `locked_store(path)`: the first use opens the file, later uses reuse it, and
-`close_stores()` (the flow's `finally`) closes it. Ray workers never see the store; they return rows.
+every task takes `locked_store(path)`: the first use opens the file (or the command opened it and
+`adopt`ed it), later uses reuse it, and `close_stores()` (the flow's `finally`) closes it. Ray workers never see the store; they return rows.
 """
 
 from __future__ import annotations
@@ -30,6 +30,18 @@ def locked_store(path: str | Path) -> Iterator[Store]:
         if store is None:
             store = _stores[key] = Store(key)
         yield store
+
+
+def adopt(store: Store) -> None:
+    """Hand an open store to the driver: the flow's tasks use this connection, and `close_stores` (the
+    flow's end) closes it. `legival run` opens the store when it checks it, before the Prefect server
+    starts, and keeps it: a second run is refused then, not minutes later inside a task."""
+    with _lock:
+        key = _key(store.path)
+        old = _stores.get(key)
+        if old is not None and old is not store:
+            old.close()
+        _stores[key] = store
 
 
 def close_stores() -> None:

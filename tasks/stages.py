@@ -78,12 +78,49 @@ def run_job(db: str, job: Job, spec: BenchmarkSpec) -> Any:
 
 
 def run_jobs(db: str, info: StageInfo, jobs: list[Job], spec: BenchmarkSpec) -> list[Any]:
-    """A stage's jobs as tasks, one after the other (a shard stage: `run_shards`); its artifacts published."""
-    results = [with_retries(stage_task, info, spec.execution, job.label)(db, job, spec) for job in jobs]
+    """A stage's jobs as tasks, one after the other (a shard stage: `run_shards`); its artifacts
+    published. A job that fails for a known outside reason (`stages.conditions.service_failure`: a key
+    refused, an endpoint down) does not stop the others: each such failure is stored with its reason
+    (`stage_failures`, the report's coverage) and, once every job has run, `JobsFailed` carries the
+    reasons and the other jobs' results. Anything else (a bug, a bad input) is raised at once."""
+    results: list[Any] = []
+    failures: dict[str, str] = {}
+    for job in jobs:
+        try:
+            results.append(with_retries(stage_task, info, spec.execution, job.label)(db, job, spec))
+        except Exception as e:
+            failures[job.label] = _stage_failure(db, info.name, job.label, e)
+    _settle(db, info.name, failures, results)
     if info.artifacts is not None:
         for kind, markdown in info.artifacts(results).items():
             publish_markdown(kind, spec.name, markdown, f"{kind} of the {spec.name} benchmark run")
     return results
+
+
+def _stage_failure(db: str, stage: str, label: str, e: Exception) -> str:
+    """The reason of a job's known outside failure, stored; `e` itself when it is anything else."""
+    from legival_core.stages.conditions import reason, service_failure
+    from legival_core.store import failures as failure_rows
+
+    cause = service_failure(e)
+    if cause is None:
+        raise e
+    why = reason(cause)
+    with locked_store(db) as store:
+        failure_rows.record_stage_failure(store, stage, label, why)
+    run_logger().error("%s failed: %s", label, why)
+    return why
+
+
+def _settle(db: str, stage: str, failures: dict[str, str], results: list[Any]) -> None:
+    """Every job has run: JobsFailed when some failed, else the stage's earlier failures are forgotten."""
+    from legival_core.stages.conditions import JobsFailed
+    from legival_core.store import failures as failure_rows
+
+    if failures:
+        raise JobsFailed(stage, failures, results)
+    with locked_store(db) as store:
+        failure_rows.clear_stage_failures(store, stage)
 
 
 @task(name="shard", cache_policy=NO_CACHE)
@@ -120,14 +157,20 @@ def run_shards(db: str, info: StageInfo, jobs: list[Job], spec: BenchmarkSpec) -
     results: list[Any] = []
     engines = 0
     pools = list(dict.fromkeys(j.release for j in jobs))
+    failures: dict[str, str] = {}
     for pool in pools:
         mine = [j for j in jobs if j.release == pool]
-        futures = [shard.with_options(task_run_name=j.label).submit(db, j, spec) for j in mine]
-        results += [f.result() for f in futures]
+        futures = [(j, shard.with_options(task_run_name=j.label).submit(db, j, spec)) for j in mine]
+        for j, f in futures:
+            try:
+                results.append(f.result())
+            except Exception as e:  # a known outside failure is this shard's alone (run_jobs)
+                failures[j.label] = _stage_failure(db, info.name, j.label, e)
         engines += loaded_engines()
         if pool is not None:
             release_pool(pool)
     shutdown_pools()
+    _settle(db, info.name, failures, results)
     return results, engines
 
 

@@ -41,14 +41,15 @@ def judge(
     wait: Annotated[bool, typer.Option(help="With --batch: wait for the jobs and collect them.")] = True,
     poll_interval: Annotated[float, typer.Option(
         help="With --batch: seconds between polls.")] = BATCH_POLL_INTERVAL_S,
-    retry_failed: Annotated[bool, typer.Option("--retry-failed", help="Judge failed traces again.")] = False,
     price_input: Annotated[float | None, typer.Option(help="USD per million input tokens.")] = None,
     price_output: Annotated[float | None, typer.Option(help="USD per million output tokens.")] = None,
 ) -> None:
     """Backtracking by an LLM judge for the traces that have no result from that judge yet.
 
     Exits 2 with the cause on stderr when every call failed (an unreachable endpoint stops after its
-    first traces; the others are not sent and stay to do); some failures: a warning, exit 0."""
+    first traces; the others are not sent and stay to do); some failures: a warning, exit 0.
+    --retry-failed (every command takes it) judges the traces stored as failed again; a failure a
+    later call could turn out otherwise (unreachable, rate limits, server errors) is never stored."""
     from legival_core.judges import JudgeError, judge_info
     from legival_core.judges.factory import batch_judges
     from legival_core.llm.cost import CostLimitExceeded, Prices
@@ -73,7 +74,7 @@ def judge(
     with open_store(db) as store, progress_bar(f"judge {name}") as bar:
         try:
             s = run_judge(store, cfg, progress=lambda d, t: bar.update(done=d, total=t), estimate_only=estimate,
-                          retry_failed=retry_failed, batch=batch, wait=wait, poll_interval_s=poll_interval,
+                          batch=batch, wait=wait, poll_interval_s=poll_interval,
                           prices=prices)
         except (CostLimitExceeded, JudgeError, ValueError, ImportError) as e:
             fail(str(e))

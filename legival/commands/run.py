@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from legival.app import app, prepare_spec_run
+from legival.app import app, discard_if_unused, prepare_spec_run
 from legival.console import emit_summary, out_console
-from legival.flow_command import run_flow
+from legival.flow_command import exit_if_stages_failed, run_flow
 
 
 @app.command()
@@ -33,16 +33,21 @@ def run(
         print_plan(spec, db, teacher or None, "run --dry-run")
         return
     t0 = time.perf_counter()
-    _, db_path = prepare_spec_run(spec, db, teacher or None, out=out, check_out=True)
+    _, db_path = prepare_spec_run(spec, db, teacher or None, out=out, check_out=True, hold=True)
     if progress_file is not None:
         os.environ["LEGIVAL_PROGRESS_FILE"] = str(progress_file.resolve())
 
-    summary = run_flow("benchmark", lambda flow: flow(spec=str(spec.resolve()), db=str(db_path),
-                                                      out=str(out.resolve()) if out else None,
-                                                      teachers=teacher or None),
-                       f"legival run {spec}", ["run", str(spec), "--db", str(db_path)])
+    try:
+        summary = run_flow("benchmark", lambda flow: flow(spec=str(spec.resolve()), db=str(db_path),
+                                                          out=str(out.resolve()) if out else None,
+                                                          teachers=teacher or None),
+                           f"legival run {spec}", ["run", str(spec), "--db", str(db_path)], db=str(db_path))
+    except SystemExit as e:
+        if e.code == 2:  # refused (a known condition before anything was stored): leave nothing behind
+            discard_if_unused(db_path)
+        raise
     out_console.print(f"report: {summary['out']}", markup=False, highlight=False)
-    out_console.print(f"dashboard: {summary['dashboard'] or '(not built)'}", markup=False, highlight=False)
+    out_console.print(f"dashboard: {summary.get('dashboard') or '(not built)'}", markup=False, highlight=False)
     if summary.get("run_id"):
         out_console.print(f"run record #{summary['run_seq']} {summary['run_id']} (`legival runs`, `legival diff`): "
                           f"{summary.get('changes')}", markup=False, highlight=False, soft_wrap=True)
@@ -50,3 +55,4 @@ def run(
     summary.update({"command": "run", "flow_wall_s": summary.pop("wall_s"),
                     "wall_s": round(time.perf_counter() - t0, 3)})
     emit_summary(summary)
+    exit_if_stages_failed(summary)

@@ -34,7 +34,7 @@ from legival_core.backends.vllm_backend import (
     sampling_fields,
     submission_order,
 )
-from legival_core.llm.errors import LENIENT_STATUSES, LLMError, PermanentError
+from legival_core.llm.errors import LENIENT_STATUSES, EndpointRefused, LLMError, PermanentError
 from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, doubling
 from legival_core.llm.transport import COMPLETIONS_PATH, MODELS_PATH, OpenAIEndpoint
 from legival_core.registry import register
@@ -42,6 +42,13 @@ from legival_core.registry import register
 
 class OpenAIBackendError(RuntimeError):
     """The server refused a request (4xx) or kept failing after all retries."""
+
+
+class OpenAIServerUnavailable(OpenAIBackendError, ConnectionError):
+    """The server kept failing (unreachable, 5xx, 429) after all retries, or refuses every request (a
+    key, a model, a URL: `llm.errors.EndpointRefused`): the service's condition, not
+    the unit's (a `ConnectionError`: `stages.isolation` raises it instead of storing a failed unit,
+    so the units stay to do)."""
 
 
 class OpenAICompatBackend:
@@ -110,7 +117,9 @@ class OpenAICompatBackend:
                                      on_retry=self._count_retry)
         except GaveUp as g:
             what = _what(g.error, self._api.clean)
-            raise OpenAIBackendError(f"{method} {url} failed after {g.retries + 1} attempts: {what}") from None
+            raise OpenAIServerUnavailable(f"{method} {url} failed after {g.retries + 1} attempts: {what}") from None
+        except EndpointRefused as e:  # the key, the model or the URL: every request alike
+            raise OpenAIServerUnavailable(f"{method} {url} -> {_what(e, self._api.clean)}") from None
         except PermanentError as e:
             raise OpenAIBackendError(f"{method} {url} -> {_what(e, self._api.clean)}") from None
         data: dict[str, Any] = resp.json()

@@ -18,6 +18,9 @@ Outcomes, never silent zeros:
 - `failed`: the call failed after retries, or the reply was invalid twice (the original and ONE repair
   re-ask that shows the model its bad reply, the problem found, and the schema). `reason` says why.
   `backtracking_fraction` is None for it: a failed judgement is missing data, not "no backtracking".
+  A failure a later call could turn out otherwise (`ConnectionFailed`, a `TransientError` still there
+  after the retries: `GaveUp`, or an `EndpointRefused`: a key or model the endpoint refuses to
+  everyone) is `transient`: the caller does not store it, the trace stays to do.
 - `overflow`: the prompt exceeds `WindowPolicy.max_prompt_tokens` and splitting is off (or one single
   step is already over the budget).
 
@@ -57,9 +60,9 @@ from legival_core.judges.reply import Judgement, ReplyInvalid, extract_json_text
 from legival_core.judges.windows import Window, WindowPlan, WindowPolicy, plan_windows
 from legival_core.llm.breaker import Breaker
 from legival_core.llm.cost import DEFAULT_PRICES, Prices
-from legival_core.llm.errors import ConnectionFailed, TransientError, scrub
+from legival_core.llm.errors import ConnectionFailed, EndpointRefused, TransientError, scrub
 from legival_core.llm.ratelimit import RateLimiter
-from legival_core.llm.retry import RetryKind, RetryPolicy, call_with_retries, equal_jitter
+from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, equal_jitter
 
 __all__ = [
     "BaseJudge",
@@ -154,6 +157,7 @@ class WindowOutcome:
     reason: str = ""
     repaired: bool = False
     tally: _Tally = field(default_factory=_Tally)
+    transient: bool = False
 
 
 class BaseJudge(ABC):
@@ -298,10 +302,10 @@ class BaseJudge(ABC):
             try:
                 reply = self._call_with_retries(system, turns, tally, breaker)
             except ConnectionFailed as e:  # the trace fails: no point in sending its other windows
-                outcomes.append(WindowOutcome(w, None, "", self.scrub(str(e)), tally=tally))
+                outcomes.append(WindowOutcome(w, None, "", self.scrub(str(e)), tally=tally, transient=True))
                 break
             except JudgeError as e:
-                outcomes.append(WindowOutcome(w, None, "", self.scrub(str(e)), tally=tally))
+                outcomes.append(WindowOutcome(w, None, "", self.scrub(str(e)), tally=tally, transient=_transient(e)))
                 continue
             outcomes.append(self._settle(system, turns, reply, w, tally, can_repair=True))
         return merge_windows(request.trace_id, outcomes)
@@ -357,7 +361,7 @@ class BaseJudge(ABC):
             second = self._call_with_retries(system, repair_turns, tally)
         except JudgeError as e:
             reason = self.scrub(f"invalid reply: {problem}; repair call failed: {e}")
-            return WindowOutcome(w, None, raw, reason, tally=tally)
+            return WindowOutcome(w, None, raw, reason, tally=tally, transient=_transient(e))
         raw2 = second.text or ""
         try:
             j = parse_judgement(second.text, w.first, w.last)
@@ -365,6 +369,13 @@ class BaseJudge(ABC):
             reason = f"invalid reply after one repair: {e2} (first reply: {problem})"
             return WindowOutcome(w, None, raw2, reason, repaired=True, tally=tally)
         return WindowOutcome(w, j, raw2, repaired=True, tally=tally)
+
+
+def _transient(e: BaseException) -> bool:
+    """A failure a later call could turn out otherwise (module docstring): the endpoint unreachable,
+    still rate-limited or failing past the retries, or refusing everyone (a key, a model: fixed by the
+    user, not by another reply to this trace)."""
+    return isinstance(e, TransientError | GaveUp | EndpointRefused)
 
 
 def merge_windows(trace_id: str, outcomes: Sequence[WindowOutcome]) -> JudgeResult:
@@ -394,7 +405,8 @@ def merge_windows(trace_id: str, outcomes: Sequence[WindowOutcome]) -> JudgeResu
             reason = bad[0].reason
         else:
             reason = "; ".join(f"window {o.window.first}-{o.window.last}: {o.reason}" for o in bad)
-        return JudgeResult(trace_id, "failed", reason=reason or "no windows", **common)
+        return JudgeResult(trace_id, "failed", reason=reason or "no windows", transient=any(o.transient for o in bad),
+                           **common)
     js = [o.judgement for o in outcomes if o.judgement is not None]
     flagged = tuple(sorted({s for j in js for s in j.steps}))
     return JudgeResult(

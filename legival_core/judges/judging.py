@@ -45,8 +45,10 @@ class JudgeSummary:
     """What one run did. `judge_calls` counts traces sent to the judge this run (one judgement each;
     retries and repair re-asks are in `retries`/`repaired`); `cached` counts selected traces that
     already had a result for this judge key; `not_sent` the traces the run's circuit breaker held back
-    (the endpoint could not be reached: nothing is stored for them, they stay to do);
-    `first_failure` the (scrubbed) reason of the first failed trace."""
+    (the endpoint could not be reached: nothing is stored for them, they stay to do); `failed` every
+    trace whose judgement failed this run, of which `deferred` failed for a reason a later call could
+    turn out otherwise (unreachable, rate limits or server errors past the retries: not stored, they
+    stay to do, like `not_sent`); `first_failure` the (scrubbed) reason of the first failed trace."""
 
     judge: str
     model: str
@@ -59,6 +61,7 @@ class JudgeSummary:
     failed: int = 0
     overflow: int = 0
     not_sent: int = 0
+    deferred: int = 0
     first_failure: str = ""
     retries: int = 0
     repaired: int = 0
@@ -92,6 +95,8 @@ class JudgeSummary:
             return ""
         traces = f"{self.judge_calls} trace{'s' if self.judge_calls != 1 else ''}"
         held = f", {self.not_sent} not sent" if self.not_sent else ""
+        if self.deferred:
+            held += f", {self.deferred + self.not_sent} stay to do"
         reason = self.first_failure or "no reason recorded"
         if self.every_call_failed:
             return f"judge {self.judge}: every call failed: {reason} ({traces} tried{held})"
@@ -104,6 +109,7 @@ class JudgeSummary:
             self.judge_calls += r.windows > 0
             self.ok += r.status == "ok"
             self.failed += r.status == "failed"
+            self.deferred += r.status == "failed" and r.transient
             self.overflow += r.status == "overflow"
             self.retries += r.retries
             self.repaired += r.repaired
@@ -253,8 +259,9 @@ def result_row(r: JudgeResult, key: str, judge: AnyJudge, m: int) -> dict[str, A
 
 
 def store_results(store: Store, judge: AnyJudge, s: JudgeSummary, items: Sequence[Judged]) -> None:
-    """One transaction: the results' rows (a `--retry-failed` rerun's replace the old failed rows)."""
+    """One transaction: the results' rows (a `--retry-failed` rerun's replace the old failed rows). A
+    transient failure is counted, never stored: its trace stays to do (`JudgeSummary.deferred`)."""
     writes.replace_failed_judge_results(store, s.judge_key, [result_row(j.result, s.judge_key, judge, j.m)
-                                                             for j in items])
+                                                             for j in items if not j.result.transient])
     s.add([j.result for j in items])
 

@@ -42,7 +42,9 @@ class JudgeResult:
     `flagged_steps` are distinct, sorted and inside 1..m. `raw_json` is the reply text the verdict was
     read from (for a windowed trace: a JSON list of {first, last, reply}); it is kept for storage and
     re-scoring. Token counts are as reported by the server (0 when it reports none) and include every
-    attempt, repair and window.
+    attempt, repair and window. `transient`: a `failed` result that a later call could turn out
+    otherwise (the endpoint could not be reached, or kept answering 429/5xx past the retries): it is
+    not stored, so the trace stays to do (docs/judge.md "Which failures are stored").
     """
 
     trace_id: str
@@ -59,6 +61,7 @@ class JudgeResult:
     output_tokens: int = 0
     repaired: bool = False
     windows: int = 1
+    transient: bool = False
 
 
 def backtracking_fraction(result: JudgeResult, m: int) -> float | None:

@@ -70,6 +70,16 @@ class PermanentError(LLMError):
     """A failure that a retry cannot fix (400, 401, 403, 404, ...)."""
 
 
+class EndpointRefused(PermanentError):
+    """The endpoint refuses every request alike (`ENDPOINT_STATUSES`: the key, the account, the model
+    or the URL is wrong): not retried, and not the request's fault either, so what asked is not stored
+    as failed: once the user fixes the cause, a rerun does it (docs/judge.md "Which failures are stored")."""
+
+
+ENDPOINT_STATUSES: frozenset[int] = frozenset({401, 402, 403, 404, 405})
+"""Statuses that say "not with this key, account, model or URL", whatever the request."""
+
+
 class Secret:
     """A string that never shows itself in repr()/str()."""
 
@@ -170,6 +180,8 @@ def status_error(
     """The error for an HTTP status that is not an answer (`message` already scrubbed)."""
     if statuses.retryable(status):
         return TransientError(message, retry_after)
+    if status in ENDPOINT_STATUSES:
+        return EndpointRefused(message)
     return PermanentError(message)
 
 

@@ -123,5 +123,5 @@ def _report_artifacts(results: list[Any]) -> dict[str, str]:
 
 
 register_stage("report", "legival report --db DB --out DIR", needs=NEEDS, build=_report_jobs,
-               summarize=_report_summary, artifacts=_report_artifacts, order=1000, retries=0,
+               summarize=_report_summary, artifacts=_report_artifacts, order=1000, retries=0, partial_inputs=True,
                description="tables, ranks, correlations, Pareto frontier, dashboard (SPEC section 5)")

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from legival_core.crashlog import summarize
+from legival_core.llm.errors import EndpointRefused, TransientError
+from legival_core.llm.retry import GaveUp
 from legival_core.spec import Execution, default_of
 
 MAX_FAILED_IN_A_ROW = 3
@@ -169,8 +171,13 @@ class Isolated:
 
 
 def systemic(e: BaseException) -> bool:
-    """The machine's or a service's error (`SYSTEMIC`), not the unit's. A `TimeoutError` (an OSError
-    subclass) is the unit's: a time limit its own computation hit (NLTK's regex limit, a solver's)."""
+    """The machine's or a service's error (`SYSTEMIC`, or a model call that a later call could turn
+    out otherwise: `llm.errors.TransientError`, `llm.retry.GaveUp`, `llm.errors.EndpointRefused`), not the unit's: never stored as
+    the unit's failure, so the unit stays to do (docs/CLI.md "Failure contract": transient failures
+    stay to do, permanent ones are retried on request). A `TimeoutError` (an OSError subclass) is the
+    unit's: a time limit its own computation hit (NLTK's regex limit, a solver's)."""
+    if isinstance(e, TransientError | GaveUp | EndpointRefused):
+        return True
     return isinstance(e, SYSTEMIC) and not isinstance(e, TimeoutError)
 
 

@@ -60,11 +60,15 @@ from legival_core.stages.base import (
     StoreAccess,
     Work,
     run_stage,
+    store_access,
 )
+from legival_core.stages.conditions import StageFailed
 from legival_core.stages.efficiency import compute_efficiency
+from legival_core.stages.isolation import current
 from legival_core.stages.judge_batch import BatchSubmitStage, ResumeBatchesStage, batch_judge, no_batch_api
 from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store
+from legival_core.store import failures as failure_rows
 from legival_core.store import planner as reads
 from legival_core.types import canonical_json, content_hash
 
@@ -214,7 +218,7 @@ def run_judge(
     *,
     progress: ProgressFn | None = None,
     estimate_only: bool = False,
-    retry_failed: bool = False,
+    retry_failed: bool | None = None,
     batch: bool = False,
     wait: bool = True,
     poll_interval_s: float = BATCH_POLL_INTERVAL_S,
@@ -228,7 +232,10 @@ def run_judge(
     `every_call_failed`, `failure_note()`), and the caller decides (`legival judge` exits 2 when
     every call failed). Errors: MissingAPIKey (a JudgeError) without a key (unless `estimate_only`), ValueError for
     `batch` with a judge without a batch API, CostLimitExceeded above `cfg.max_cost_usd`; messages
-    are scrubbed of the judge's secrets."""
+    are scrubbed of the judge's secrets. `retry_failed` (default: the command's or run's
+    `--retry-failed`, `stages.isolation`) judges the traces stored as failed again."""
+    if retry_failed is None:
+        retry_failed = current().retry_failed
     info = judge_info(cfg.name)
     if not info.llm:
         return ensure_lexical(store, progress)
@@ -241,6 +248,7 @@ def run_judge(
                           estimate_only=estimate_only, retry_failed=retry_failed, wait=wait,
                           poll_interval_s=poll_interval_s)
         s.first_failure = judge.scrub(s.first_failure)
+        _remember_outcome(store, s, cfg.name)
         return s
     except Exception as e:
         scrubbed = judge.scrub(str(e))
@@ -253,11 +261,23 @@ def run_judge(
             close()
 
 
+def _remember_outcome(store: Store | StoreAccess, s: JudgeSummary, name: str) -> None:
+    """Every call failed: the stage failed as a whole, with its reason (the report's coverage names it
+    until a judge run gets through); some call got a judgement: forget an earlier such failure."""
+    if not s.judge_calls:
+        return
+    access = store_access(store) if isinstance(store, Store) else store
+    with access() as st:
+        if s.every_call_failed:
+            failure_rows.record_stage_failure(st, "judge", f"judge {name}", s.failure_note())
+        else:
+            failure_rows.clear_stage_failures(st, "judge")
+
+
 def ensure_lexical(store: Store | StoreAccess, progress: ProgressFn | None = None) -> JudgeSummary:
     """The `lexical` fallback: make sure every trace has its lexical backtracking row (written by the
     efficiency stage, metric "backtracking"); no judge call is ever made."""
     from legival_core.judges.lexical import LexicalJudge
-    from legival_core.stages.base import store_access
 
     params = canonical_json(BACKTRACKING.params(Efficiency()))
     access = store_access(store) if isinstance(store, Store) else store
@@ -307,9 +327,16 @@ def stored_judge_counts(store: Store, trace_ids: Sequence[str], key: str | None 
     return StoredCounts(k, j, m, counts, reads.trace_datasets(store, ids))
 
 
-class JudgeCallsFailed(RuntimeError):
-    """Every judge call of a run's judge job failed (unreachable endpoint, rejected key): not retried
-    by Prefect (the judge already retried what could succeed); the traces not sent stay to do."""
+class JudgeCallsFailed(StageFailed):
+    """Every judge call of a run's judge job failed (unreachable endpoint, rejected key): the stage
+    failed as a whole for a known reason (`stages.conditions`), not retried by Prefect (the judge
+    already retried what could succeed); the traces not sent or failed transiently stay to do."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__("judge", note)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.reason,))
 
 
 def _judge_jobs(ctx: RunContext) -> list[Job]:

@@ -137,6 +137,9 @@ class StageInfo:
     artifacts: Callable[[list[Any]], dict[str, str]] | None = None
     """Markdown artifacts to publish from the jobs' results (kind -> markdown), e.g. the report's changes."""
     description: str = ""
+    partial_inputs: bool = False
+    """Runs even when a stage it needs failed as a whole (`stages.conditions.StageFailed`): it shows
+    what is stored and why the rest is missing (the report). Any other stage is then not run."""
 
     def jobs(self, ctx: RunContext) -> list[Job]:
         return self.build(ctx) if self.build is not None else []
@@ -153,11 +156,11 @@ def register_stage(name: str, command: str, needs: tuple[str, ...] = (), *, requ
                    standalone: Callable[[], Stage[Any, Any, Any]] | None = None,
                    prewarm: Callable[[RunContext], Work[Any, Any, Any] | None] | None = None,
                    artifacts: Callable[[list[Any]], dict[str, str]] | None = None,
-                   aliases: tuple[str, ...] = (), description: str = "") -> StageInfo:
+                   aliases: tuple[str, ...] = (), description: str = "", partial_inputs: bool = False) -> StageInfo:
     """Record a stage in the registry (module docstring). `aliases` are the names of its stage
     objects that differ from `name` (the judge's batch stages), so that `run_stage` finds its `requires`."""
     info = StageInfo(name, command, needs, requires, build, summarize, order, gpus, shards, retry, retries,
-                     retry_delay_s, standalone, prewarm, artifacts, description)
+                     retry_delay_s, standalone, prewarm, artifacts, description, partial_inputs)
     register("stage", name, info, description=description, meta=info, aliases=aliases)
     return info
 

@@ -262,6 +262,10 @@ class Store:
         _check_table(table)
         return int(self._run(f"SELECT count(*) FROM {table}")[0][0])
 
+    def holds_data(self) -> bool:
+        """Any row in any table but `meta` (a store just created holds none)."""
+        return any(self.has_table(t) and self.count(t) for t in sorted(TABLES - {"meta"}))
+
     def has_table(self, table: str) -> bool:
         """Whether the file holds `table`: a table added without a schema bump (schema.py) reaches an
         older store on its next writable open, so a read-only open of such a store lacks it."""

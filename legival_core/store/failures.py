@@ -4,7 +4,11 @@ code changed) and the report's coverage says "failed: N traces (reason)". A unit
 loses its row. Trace-file records skipped at ingest (too large) are rows of stage "ingest", with the
 teacher and dataset of the record (its trace is not stored).
 
-A store written before this table existed lacks it until its first writable open; the reads here
+A stage that failed as a whole for a known reason outside Legi-Val (a key refused, an endpoint that
+cannot be reached: `legival_core.stages.conditions.StageFailed`) has a row per job in `stage_failures`
+with its reason, until a later run of that stage completes; the report's coverage names it.
+
+A store written before these tables existed lacks them until its first writable open; the reads here
 answer "nothing failed" for it."""
 
 from __future__ import annotations
@@ -79,3 +83,31 @@ def failures_by_cell(store: Store) -> pl.DataFrame:
                       pl.when(pl.col("top") < pl.col("failed"))
                       .then(pl.col("reason") + pl.format(" (and {} others)", pl.col("failed") - pl.col("top")))
                       .otherwise(pl.col("reason")).alias("reason")).sort("teacher", "dataset", "stage")
+
+
+STAGE_TABLE = "stage_failures"
+
+
+def record_stage_failure(store: Store, stage: str, job: str, reason: str) -> None:
+    """A job of `stage` failed as a whole for `reason` (replacing its earlier failure)."""
+    with store.transaction():
+        store._run(f"DELETE FROM {STAGE_TABLE} WHERE stage = ? AND job = ?", [stage, job])
+        store._run(f"INSERT INTO {STAGE_TABLE} (stage, job, reason) VALUES (?, ?, ?)", [stage, job, reason])
+
+
+def clear_stage_failures(store: Store, stage: str) -> None:
+    """`stage` ran to its end: its earlier failures no longer say anything about the store."""
+    if store.has_table(STAGE_TABLE):
+        with store.transaction():
+            store._run(f"DELETE FROM {STAGE_TABLE} WHERE stage = ?", [stage])
+
+
+def stage_failures(store: Store) -> dict[str, str]:
+    """stage -> the reasons its failed jobs gave (`job: reason`, `;`-joined), newest first."""
+    if not store.has_table(STAGE_TABLE):
+        return {}
+    out: dict[str, list[str]] = {}
+    for stage, job, reason in store._run(
+            f"SELECT stage, job, reason FROM {STAGE_TABLE} ORDER BY failed_at DESC, job", write=False):
+        out.setdefault(stage, []).append(reason if job == stage else f"{job}: {reason}")
+    return {k: "; ".join(v) for k, v in out.items()}

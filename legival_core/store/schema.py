@@ -93,6 +93,9 @@ CREATE TABLE IF NOT EXISTS unit_failures (
     stage VARCHAR NOT NULL, unit_key VARCHAR NOT NULL, trace_id VARCHAR, teacher VARCHAR, dataset VARCHAR,
     code_version VARCHAR NOT NULL, reason VARCHAR NOT NULL, failed_at TIMESTAMP DEFAULT current_timestamp,
     PRIMARY KEY (stage, unit_key));
+CREATE TABLE IF NOT EXISTS stage_failures (
+    stage VARCHAR NOT NULL, job VARCHAR NOT NULL, reason VARCHAR NOT NULL,
+    failed_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (stage, job));
 CREATE TABLE IF NOT EXISTS transfer_timings (
     run_id VARCHAR NOT NULL, source VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL,
     student VARCHAR NOT NULL, student_key VARCHAR NOT NULL, batch INTEGER NOT NULL,
@@ -127,6 +130,7 @@ TABLES = frozenset({
     "runs",
     "run_metrics",
     "unit_failures",
+    "stage_failures",
     "transfer_timings",
 })
 RUN_TABLES = frozenset({"runs", "run_metrics"})

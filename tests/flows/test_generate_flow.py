@@ -75,7 +75,7 @@ def test_generate_cli_with_spec(tmp_path: Path) -> None:
     again = runner.invoke(app, ["generate", "--spec", str(spec)])
     assert again.exit_code == 0 and '"generated": 0' in again.output and '"cached": 2' in again.output
     plain = runner.invoke(app, ["generate", "--spec", str(spec), "--teacher", "qwen3-4b"])
-    assert plain.exit_code != 0 and "not `generate`" in plain.output
+    assert plain.exit_code == 2 and "not `generate`" in plain.output and "Traceback" not in plain.output
     assert set(_traces(tmp_path / "store.duckdb")) == {"demo-gen"}  # the trace-file teacher is not ingested
 
 

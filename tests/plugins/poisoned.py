@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from legival_core.metrics.base import MetricValue, TraceMetric, TraceText, metric
+from legival_core.quality.group import QualityGroup, QualityMetric, register_quality_group
 
 if TYPE_CHECKING:
     from legival_core.spec import Efficiency
@@ -27,3 +28,25 @@ POISONED = TraceMetric("poisoned_chars", "1", lambda _cfg: {}, _chars)
 
 metric("poisoned_chars_mean", unit="characters", direction=None, section="tests", stage="efficiency",
        stored=POISONED, aggregate="mean", description="reasoning length; raises on poisoned traces (tests)")
+
+
+def _quality_load(g: Any, _cfg: Any) -> Any:
+    """A quality computer: the reasoning's length, raising on poisoned traces."""
+    from legival_core.quality.group import row
+
+    def run(units: Sequence[Any]) -> list[Any]:
+        marker = os.environ.get("LEGIVAL_TEST_POISON", "")
+        out = []
+        for u in units:
+            if marker and marker in u.reasoning:
+                raise ValueError(f"poisoned trace {u.trace_id[:8]}")
+            out.append(row(u.trace_id, "poisoned_quality_chars", g, float(len(u.reasoning))))
+        return out
+
+    return run
+
+
+register_quality_group(QualityGroup(
+    "poisoned_quality", (QualityMetric("poisoned_quality_chars", "characters", None, "reasoning length (tests)"),),
+    "1", lambda _cfg: ({}, "len"), _quality_load, order=900,
+    description="reasoning length; raises on poisoned traces (tests)"))

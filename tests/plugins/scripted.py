@@ -100,13 +100,16 @@ class _SlowScripted(ScriptedBackend):
     """`delay_s` per request; `hold_after` calls of `generate`, then every further call waits until
     the file `gate` exists (a run held mid-transfer for as long as a test needs, without a clock)."""
 
-    def __init__(self, delay_s: float, hold_after: int | None = None, gate: str | None = None, **kw: Any) -> None:
+    def __init__(self, delay_s: float, hold_after: int | None = None, gate: str | None = None,
+                 poison: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.delay_s = delay_s
-        self.hold_after, self.gate = hold_after, gate
+        self.hold_after, self.gate, self.poison = hold_after, gate, poison
         self.generate_calls = 0
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
+        if self.poison and any(self.poison in r.prompt for r in requests):
+            raise ValueError("a poisoned prompt (the scripted backend's `poison` option)")
         if self.hold_after is not None and self.generate_calls >= self.hold_after:
             assert self.gate is not None, "hold_after needs a gate file"
             while not os.path.exists(self.gate):
@@ -120,12 +123,13 @@ class _SlowScripted(ScriptedBackend):
 @register("backend", "scripted-demo", meta=BackendInfo(dtypes=("float32", "bfloat16")))
 def make_scripted_demo(model: str | None = None, dtype: str | None = None, delay_s: float = 0.0,
                        context_length: int = 4096, hold_after: int | None = None, gate: str | None = None,
-                       **_: Any) -> ScriptedBackend:
+                       poison: str | None = None, **_: Any) -> ScriptedBackend:
     """`scripted-demo`: a deterministic student/teacher for fast orchestration tests.
 
     The continuation is a pure function of the rendered prompt (the real pipeline grades it), so an
     interrupted and resumed run must store exactly the rows of an uninterrupted one. `delay_s` sleeps
     per request (for tests about timing); `hold_after` + `gate` hold the engine after that many calls
-    until the gate file exists (a run to interrupt mid-transfer). Execution options, not part of the key."""
-    return _SlowScripted(delay_s, hold_after=hold_after, gate=gate, script=demo_script,
+    until the gate file exists (a run to interrupt mid-transfer); `poison`: a call whose prompt holds
+    this text raises (a unit that fails alone). Execution options, not part of the key."""
+    return _SlowScripted(delay_s, hold_after=hold_after, gate=gate, poison=poison, script=demo_script,
                          context_length=context_length, model_id="scripted-demo")

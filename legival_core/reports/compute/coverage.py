@@ -8,9 +8,13 @@ A report keeps one schema whatever stages ran, so an empty cell must say why it 
 - `unavailable`: the stage ran but its model is not installed here; `detail` is the stored reason;
 - `too few traces`: the stage ran, but the cell has no trace the metric can use (no correct trace
   for transfer, no first success for SOTU, every trace undefined, ...);
-- `failed`: every unit of the cell that its stage tried failed alone (legival_core/stages/isolation.py).
-  Any status's `detail` then says `failed: N traces (reason)`, also when the other traces were
-  computed; a record skipped at ingest (over the size limit) counts for every metric of its cell.
+- `failed`: every unit of the cell that its stage tried failed alone (legival_core/stages/isolation.py),
+  or its stage failed as a whole for a known reason (a key refused, an endpoint down:
+  `stages.conditions.StageFailed`, stored in `stage_failures` until the stage next completes).
+  Any status's `detail` then says `failed: N traces (reason)` or `the STAGE stage failed: reason`,
+  also when other traces were computed (a judge that failed leaves backtracking on the lexical cues:
+  computed, with the judge's failure in the detail); a record skipped at ingest (over the size
+  limit) counts for every metric of its cell.
 
 `coverage.csv` has one row per (teacher, dataset, metric) for every registered metric (a metric
 family, e.g. other reward models, is left out), the dashboard shows it as a panel and `legival report`
@@ -65,6 +69,7 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
     status_rows = reads.metric_status_counts(store)
     td = {(r["teacher"], r["dataset"]): r for r in by_dataset.iter_rows(named=True)}
     failed = failure_rows.failures_by_cell(store)
+    stage_failed = failure_rows.stage_failures(store)
     for r in failed.iter_rows(named=True):  # a cell whose every record was skipped at ingest still has a row
         stats.setdefault((r["teacher"], r["dataset"]), {"_all": 0, "_complete": 0, "_graded": 0, "_segmented": 0})
     rows: list[tuple[object, ...]] = []
@@ -72,6 +77,7 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
         for (teacher, dataset), cell in sorted(stats.items()):
             status, n, detail = _status(info, cell, td.get((teacher, dataset), {}), status_rows, teacher, dataset)
             status, detail = _with_failures(info, status, n, detail, failed, teacher, dataset)
+            status, detail = _with_stage_failure(info, status, n, detail, stage_failed)
             rows.append((teacher, dataset, info.name, info.stage, status, n, detail))
     return pl.DataFrame(rows, orient="row", schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "metric": pl.Utf8,
                                                      "stage": pl.Utf8, "status": pl.Utf8, "n": pl.Int64,
@@ -144,6 +150,20 @@ def _with_failures(info: MetricInfo, status: str, n: int, detail: str, failed: p
         return status, detail
     count = sum(int(r["failed"]) for r in hits)
     note = f"failed: {count} trace{'s' if count != 1 else ''} ({'; '.join(str(r['reason']) for r in hits)})"
+    if status in (NOT_RUN, TOO_FEW) and n == 0:
+        return FAILED, note
+    return status, f"{detail}; {note}" if detail else note
+
+
+def _with_stage_failure(info: MetricInfo, status: str, n: int, detail: str,
+                        failed: dict[str, str]) -> tuple[str, str]:
+    """The status and detail once a failure of the metric's stage as a whole is counted (a judged
+    metric also rests on the judge stage)."""
+    stages = [info.stage, *(["judge"] if getattr(info.stored, "judged", False) else [])]
+    notes = [f"the {st} stage failed: {failed[st]}" for st in stages if st in failed]
+    if not notes:
+        return status, detail
+    note = "; ".join(notes)
     if status in (NOT_RUN, TOO_FEW) and n == 0:
         return FAILED, note
     return status, f"{detail}; {note}" if detail else note

@@ -135,18 +135,20 @@ def test_server_errors_keep_their_retries_and_never_open_the_breaker() -> None:
         assert all(r.status == "failed" and r.retries == 2 and "gave up after 2 retries" in r.reason for r in res)
 
 
-def test_the_stage_stores_only_the_traces_it_tried(db: Path) -> None:
+def test_the_stage_stores_nothing_when_the_endpoint_cannot_be_reached(db: Path) -> None:
+    """Transient failures stay to do (docs/judge.md): the traces tried and the traces not sent alike."""
     dead = GeminiJudge(api_key=KEY, base_url=f"http://127.0.0.1:{closed_port()}",
                        limits=JudgeLimits(concurrency=4, connect_retry_delay_s=0.01))
     with Store(db) as s:
         first = judge_missing(s, dead, limit=2, chunk_size=4)  # 10 traces in chunks of 4: one breaker
         assert (first.judge_calls, first.failed, first.ok, first.not_sent) == (2, 2, 0, 8)
         assert first.every_call_failed and "connection refused" in first.first_failure
-        assert first.failure_note().endswith("(2 traces tried, 8 not sent)")
-    assert {st for st, _ in stored(db).values()} == {"failed"} and len(stored(db)) == 2
+        assert first.failure_note().endswith("(2 traces tried, 8 not sent, 10 stay to do)")
+        assert first.deferred == 2
+    assert stored(db) == {}
     with FakeGemini() as srv, Store(db) as s:
         again = judge_missing(s, GeminiJudge(api_key=KEY, base_url=srv.url), limit=2)
-        assert (again.cached, again.todo, again.ok, again.not_sent) == (2, 8, 8, 0)  # the 8 stayed to do
+        assert (again.cached, again.todo, again.ok, again.not_sent) == (0, 10, 10, 0)  # all 10 stayed to do
         assert not again.every_call_failed and again.failure_note() == ""
 
 
@@ -160,13 +162,12 @@ def test_cli_gemini_against_a_closed_port_exits_2_fast_and_says_why(db: Path) ->
     assert p.returncode == 2, p.stderr
     assert wall < 10, wall
     assert (f"error: judge gemini: every call failed: cannot connect to {url}: connection refused "
-            "(2 traces tried, 8 not sent)") in p.stderr
+            "(2 traces tried, 8 not sent, 10 stay to do)") in p.stderr
     assert "Traceback" not in p.stderr + p.stdout
     s = last_json(p)  # the summary stays the last line of stdout
     assert (s["ok"], s["failed"], s["judge_calls"], s["not_sent"], s["todo"]) == (0, 2, 2, 8, 10)
     assert s["wall_s"] < 5
-    rows = stored(db)
-    assert len(rows) == 2 and all(st == "failed" for st, _ in rows.values())  # no row for the 8 not sent
+    assert stored(db) == {}  # nothing stored: every trace stays to do
     assert KEY not in p.stdout + p.stderr
 
 
@@ -176,8 +177,8 @@ def test_cli_openai_compatible_against_a_closed_port_exits_2(db: Path) -> None:
                       "--base-url", f"{url}/v1", "--limit", "1", environ=env(LEGIVAL_OPENAI_API_KEY=OPENAI_KEY))
     assert p.returncode == 2 and wall < 10 and "Traceback" not in p.stderr
     assert (f"error: judge openai-compatible: every call failed: cannot connect to {url}: connection refused "
-            "(2 traces tried, 3 not sent)") in p.stderr
-    assert (last_json(p)["failed"], last_json(p)["not_sent"]) == (2, 3) and len(stored(db)) == 2
+            "(2 traces tried, 3 not sent, 5 stay to do)") in p.stderr
+    assert (last_json(p)["failed"], last_json(p)["not_sent"]) == (2, 3) and stored(db) == {}
     assert OPENAI_KEY not in p.stdout + p.stderr
 
 
@@ -189,8 +190,8 @@ def test_cli_every_call_rejected_exits_2_with_the_scrubbed_reason(db: Path) -> N
     assert p.returncode == 2 and "Traceback" not in p.stderr
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     assert "every call failed: Gemini API error 401" in line and "[REDACTED]" in line
-    assert line.endswith("(5 traces tried)")
-    assert last_json(p)["failed"] == 5
+    assert line.endswith("(5 traces tried, 5 stay to do)")  # a refused key is not the traces' failure
+    assert last_json(p)["failed"] == 5 and stored(db) == {}
     assert KEY not in p.stdout + p.stderr and KEY.encode() not in db.read_bytes()
 
 
@@ -202,10 +203,11 @@ def test_cli_some_calls_failed_is_a_warning_and_exit_0(db: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "error:" not in p.stderr and "Traceback" not in p.stderr
     (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
-    assert line.startswith("warning: judge gemini: 1 of 5 traces failed; first reason: Gemini API error 403")
+    assert line.startswith("warning: judge gemini: 1 of 5 traces failed, 1 stay to do; first reason: Gemini API error 403")
     assert "[REDACTED]" in line and KEY not in p.stdout + p.stderr
     s = last_json(p)
-    assert (s["ok"], s["failed"], s["not_sent"]) == (4, 1, 0)
+    assert (s["ok"], s["failed"], s["not_sent"], s["deferred"]) == (4, 1, 0, 1)
+    assert sorted(st for st, _ in stored(db).values()) == ["ok"] * 4  # the refused one stays to do
 
 
 def test_cli_openai_compatible_some_calls_failed_is_a_warning(db: Path) -> None:
@@ -218,3 +220,4 @@ def test_cli_openai_compatible_some_calls_failed_is_a_warning(db: Path) -> None:
     assert line.startswith("warning: judge openai-compatible: 1 of 5 traces failed; first reason: HTTP 400")
     assert "[REDACTED]" in line and OPENAI_KEY not in p.stdout + p.stderr
     assert (last_json(p)["ok"], last_json(p)["failed"]) == (4, 1)
+    assert sorted(st for st, _ in stored(db).values()) == ["failed"] + ["ok"] * 4  # a request refused: stored

@@ -12,6 +12,7 @@ import pytest
 from legival_core.llm.errors import (
     RETRYABLE_HTTP_STATUS,
     ConnectionFailed,
+    EndpointRefused,
     PermanentError,
     Secret,
     TransientError,
@@ -39,7 +40,8 @@ def test_status_error() -> None:
     assert {408, 429, 500, 502, 503, 504} == RETRYABLE_HTTP_STATUS
     e = status_error(429, "Gemini API error 429", 4.0)
     assert isinstance(e, TransientError) and e.retry_after == 4.0
-    assert type(status_error(403, "no")) is PermanentError
+    assert type(status_error(403, "no")) is EndpointRefused  # a key, account, model or URL: every request alike
+    assert type(status_error(400, "no")) is PermanentError  # this request
 
 
 def test_transport_errors() -> None:

@@ -15,6 +15,7 @@ from legival_core.llm.errors import (
     LENIENT_STATUSES,
     STRICT_STATUSES,
     ConnectionFailed,
+    EndpointRefused,
     PermanentError,
     TransientError,
 )
@@ -114,7 +115,7 @@ def test_no_authorization_without_a_key(srv: FakeOpenAI) -> None:
 @pytest.mark.parametrize(("status", "strict", "lenient"), [
     (201, PermanentError, None),  # only 200 is an answer to a judge; anything under 400 to a server
     (400, PermanentError, PermanentError),
-    (404, PermanentError, PermanentError),
+    (404, EndpointRefused, EndpointRefused),
     (408, TransientError, TransientError),
     (409, PermanentError, TransientError),
     (429, TransientError, TransientError),
