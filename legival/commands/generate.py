@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from legival.app import app, open_store, prepare_spec_run
-from legival.console import emit_summary, fail, progress_bar
+from legival.console import emit_summary, err_console, fail, progress_bar
 from legival_core.spec import Generation, default_of
 
 _GEN_HELP = "Generation backend: a registered backend (`legival list backends`); openai is a chat endpoint."
@@ -73,7 +73,10 @@ def generate(
     except json.JSONDecodeError as e:
         fail(f"--backend-options is not valid JSON: {e.msg}")
     except (OSError, ValueError) as e:
-        fail(f"cannot load {problems}: {e}")
+        fail(_load_error(problems, e))
+    if not items:
+        err_console.print(f"warning: {problems}: no problems (the file holds no record): nothing to generate",
+                          markup=False, highlight=False, soft_wrap=True)
     if limit is not None:
         items = items[:limit]
     cfg = load_model_config(config, model)
@@ -88,6 +91,13 @@ def generate(
         engine.close()
     emit_summary({"command": "generate", "config": cfg.name, **s.as_dict(),
                   "wall_s": round(time.perf_counter() - t0, 3)})
+
+
+def _load_error(problems: Path, e: Exception) -> str:
+    """The loader's message, which names the file (and line) itself when it is about the file's
+    content (`FILE:LINE: ...`, `FILE: is a zip archive...`); otherwise said to be about loading it."""
+    message = str(e)
+    return message if message.startswith(f"{problems}:") else f"cannot load {problems}: {message}"
 
 
 def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:

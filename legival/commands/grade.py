@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from legival.app import app, open_store
-from legival.console import emit_summary, fail, progress_bar
+from legival.console import emit_summary, err_console, fail, progress_bar
 from legival_core.grading.grader import DEFAULT_PRED_FORMAT, PRED_FORMAT_RULE, PRED_FORMATS
 
 
@@ -53,6 +53,9 @@ def grade(
                                  pred_format=pred_format)  # type: ignore[arg-type]
     except (BatchGradeError, UnknownName) as e:
         fail(str(e))
+    if counts["records"] == 0:
+        err_console.print(f"warning: {file}: no records (the file is empty or holds only blank lines); {out} is empty",
+                          markup=False, highlight=False, soft_wrap=True)
     emit_summary({"command": "grade", "out": str(out), "pred_format": pred_format, **counts,
                   "wall_s": round(time.perf_counter() - t0, 3)})
 

@@ -112,8 +112,10 @@ def judge_agreement(
     t0 = time.perf_counter()
     try:
         ann = load_human_annotations(human)
-    except (OSError, ValueError) as e:
-        fail(f"{human}: {e}")
+    except ValueError as e:  # the loaders name the file themselves
+        fail(str(e))
+    except OSError as e:
+        fail(f"{human}: {e.strerror or e}")
     with open_store(db) as store:
         try:
             sc = stored_judge_counts(store, sorted({a.trace_id for a in ann}), judge_key)

@@ -10,20 +10,22 @@ from typing import Annotated, Any
 import typer
 
 from legival.app import app
-from legival.console import emit_summary, fail, progress_bar
+from legival.console import emit_summary, err_console, fail, progress_bar
 from legival_core.quality.z3_ir import DEFAULT_TIMEOUT_MS
 
 
 @app.command()
 def z3(
-    file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format).")],
+    file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format), plain or gzip/zstd-compressed.")],
     out: Annotated[Path, typer.Option("--out", help="Output JSONL with acs, fas0, jss, rcr, z3_status added.")],
     timeout_ms: Annotated[int, typer.Option(
         help="Z3 time limit per check, in milliseconds (at least 1: Z3 reads 0 as no limit).")] = DEFAULT_TIMEOUT_MS,
 ) -> None:
     """Z3 logical verification of arithmetic IRs; one output record per input record (a record that
-    cannot be verified gets z3_status 'invalid_ir' or 'error' and the reason in z3_error)."""
-    from legival_core.grading.records import LineProblem, jsonl_records
+    cannot be verified gets z3_status 'invalid_ir' or 'error' and the reason in z3_error). FILE may be
+    gzip- or zstd-compressed."""
+    from legival_core.grading.input_files import InputFileError
+    from legival_core.grading.records import LineProblem, read_jsonl_records
     from legival_core.quality.z3_verify import verify_records
 
     if timeout_ms < 1:
@@ -31,22 +33,19 @@ def z3(
     t0 = time.perf_counter()
     records: list[dict[str, Any]] = []
     try:
-        data = file.read_bytes()
-    except IsADirectoryError:
-        fail(f"{file}: is a directory, not a JSONL file")
-    except FileNotFoundError:
-        fail(f"{file}: no such file")
-    except OSError as e:
-        fail(f"{file}: cannot read it ({e.strerror or e})")
-    for i, rec in jsonl_records(data):
-        if isinstance(rec, LineProblem):
-            fail(f"{file}:{i}: field '{rec.field}': {rec.message}")
-        else:
+        for i, rec in read_jsonl_records(file):
+            if isinstance(rec, LineProblem):
+                fail(f"{file}:{i}: field '{rec.field}': {rec.message}")
             records.append(rec)
+    except InputFileError as e:
+        fail(str(e))
     if out.is_dir():
         fail(f"--out {out}: is a directory (give the output file's path)")
     if not out.parent.is_dir():
         fail(f"--out {out}: the directory {out.parent} does not exist")
+    if not records:
+        err_console.print(f"warning: {file}: no records (the file is empty or holds only blank lines); {out} "
+                          "will be empty", markup=False, highlight=False, soft_wrap=True)
     counts: dict[str, int] = {}
     tmp = out.with_name(out.name + ".tmp")
     try:

@@ -48,6 +48,9 @@ class DatasetSpec:
                     f"dataset {self.name!r} has several loaders ({', '.join(self.loaders)}); pass fmt"
                 )
             fmt = next(iter(self.loaders))
+        if fmt not in self.loaders:
+            raise ValueError(f"dataset {self.name!r} has no format {fmt!r} (its formats: "
+                             f"{', '.join(self.loaders) or 'none'})")
         return self.loaders[fmt](path)
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from legival_core.datasets.base import Role, get_dataset
 from legival_core.grading.grader import DEFAULT_PRED_FORMAT, PRED_FORMATS, PredFormat, grade_pred
-from legival_core.grading.records import LineProblem, jsonl_records
+from legival_core.grading.input_files import InputFileError
+from legival_core.grading.records import LineProblem, read_jsonl_records
 from legival_core.types import Problem
 
 
@@ -35,26 +36,22 @@ def grade_record(rec: dict[str, Any], dataset: str, role: Role = "teacher",
 
 
 def read_grade_records(path: Path) -> list[dict[str, Any]]:
-    """Every record of a `legival grade` input file, checked; BatchGradeError names file, line, field."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise BatchGradeError(f"{path}: is a directory, not a JSONL file") from None
-    except FileNotFoundError:
-        raise BatchGradeError(f"{path}: no such file") from None
-    except OSError as e:
-        raise BatchGradeError(f"{path}: cannot read it ({e.strerror or e})") from None
+    """Every record of a `legival grade` input file (JSONL, plain or gzip/zstd-compressed: `input_files`),
+    checked; BatchGradeError names file, line, field, or says what the file is when it is no JSONL."""
     records: list[dict[str, Any]] = []
-    for i, rec in jsonl_records(data):
-        if isinstance(rec, LineProblem):
-            raise BatchGradeError(f"{path}:{i}: field '{rec.field}': {rec.message}")
-        for f in ("pred", "gold"):
-            if rec.get(f) is None:
-                raise BatchGradeError(f"{path}:{i}: field '{f}': required field is missing")
-            if isinstance(rec[f], dict | list):
-                raise BatchGradeError(f"{path}:{i}: field '{f}': expected a string or a number, "
-                                      f"got a JSON {'object' if isinstance(rec[f], dict) else 'list'}")
-        records.append(rec)
+    try:
+        for i, rec in read_jsonl_records(path):
+            if isinstance(rec, LineProblem):
+                raise BatchGradeError(f"{path}:{i}: field '{rec.field}': {rec.message}")
+            for f in ("pred", "gold"):
+                if rec.get(f) is None:
+                    raise BatchGradeError(f"{path}:{i}: field '{f}': required field is missing")
+                if isinstance(rec[f], dict | list):
+                    raise BatchGradeError(f"{path}:{i}: field '{f}': expected a string or a number, "
+                                          f"got a JSON {'object' if isinstance(rec[f], dict) else 'list'}")
+            records.append(rec)
+    except InputFileError as e:
+        raise BatchGradeError(str(e)) from None
     return records
 
 

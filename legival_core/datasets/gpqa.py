@@ -16,6 +16,7 @@ from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, letter_answers
+from legival_core.grading.input_files import InputFileError, read_lines, supported
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "gpqa-1"
@@ -63,11 +64,12 @@ def format_question(question: str, choices: tuple[str, ...]) -> str:
 def load_gpqa_csv(path: Path) -> Iterator[Problem]:
     """The public GPQA CSV (gpqa_main / gpqa_diamond / gpqa_extended).
 
-    problem_id = `gpqa-<Record ID>` when that column is present, else `gpqa-<0-based row>`.
+    problem_id = `gpqa-<Record ID>` when that column is present, else `gpqa-<0-based row>`. The file
+    may be gzip- or zstd-compressed (`input_files`, told by its first bytes).
     """
     path = Path(path)
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
+    reader = csv.DictReader(_csv_lines(path))
+    try:
         missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}:1: missing column(s) {', '.join(repr(c) for c in missing)}")
@@ -89,6 +91,23 @@ def load_gpqa_csv(path: Path) -> Iterator[Problem]:
                 choices=choices,
                 meta=(("raw_question", question),),
             )
+    except csv.Error as e:
+        raise ValueError(f"{path}:{reader.line_num}: not a readable CSV row ({e})") from None
+
+
+def _csv_lines(path: Path) -> Iterator[str]:
+    """The CSV file's text lines, each with its newline (a quoted cell spans lines), decompressed if
+    need be; another container (a zip, Parquet...) is refused saying what it is and that CSV is read."""
+    try:
+        for line, raw in read_lines(path):
+            try:
+                yield raw.decode("utf-8") + "\n"
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
+                                 f"{e.start + 1}") from None
+    except InputFileError as e:
+        raise InputFileError(e.file, e.message.replace(
+            supported(False), "the gpqa loader reads CSV, plain or compressed with gzip or zstd")) from None
 
 
 def judge(value: str, problem: Problem) -> Grade:

@@ -8,6 +8,7 @@ from pathlib import Path
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, Candidate, bare_numbers, boxed_spans, hash_answers
 from legival_core.grading.extract import phrase_answers
+from legival_core.grading.input_files import input_stem
 from legival_core.grading.numeric import number_in, numbers_equal, to_fraction
 from legival_core.grading.records import field, read_jsonl
 from legival_core.types import Grade, Problem
@@ -51,9 +52,10 @@ def judge(value: str, problem: Problem) -> Grade:
 
 def load_gsm8k(path: Path, split: str | None = None) -> Iterator[Problem]:
     """`question`/`answer` JSONL; problem_id `gsm8k-<split>-<0-based row>`, split defaulting to the
-    file stem (`test.jsonl` -> `gsm8k-test-0`, the ids the shared trace files use)."""
+    file stem (`test.jsonl` -> `gsm8k-test-0`, the ids the shared trace files use; `test.jsonl.gz` gives
+    the same ids: a compressed copy holds the same problems)."""
     path = Path(path)
-    split = split or path.stem
+    split = split or input_stem(path)
     for i, rec in read_jsonl(path):
         question = field(rec, "question", path)
         gold = gold_from_solution(field(rec, "answer", path))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, letter_answers
+from legival_core.grading.input_files import input_stem
 from legival_core.grading.records import field, read_jsonl
 from legival_core.types import Grade, Problem
 
@@ -46,10 +47,12 @@ def format_question(passage: str, question: str, choices: tuple[str, ...]) -> st
 def load_agieval_jsonl(path: Path) -> Iterator[Problem]:
     """AGIEval JSONL (`passage`, `question`, `options` ["(A)...", ...], `label` "C").
 
-    problem_id = `<file stem>-<0-based row>` (`lsat-lr-0`), prefixed with `lsat-` if the stem lacks it.
+    problem_id = `<file stem>-<0-based row>` (`lsat-lr-0`), prefixed with `lsat-` if the stem lacks it;
+    the stem of `lsat-lr.jsonl.zst` is `lsat-lr`, as of the plain file.
     """
     path = Path(path)
-    stem = path.stem if path.stem.startswith("lsat") else f"lsat-{path.stem}"
+    name = input_stem(path)
+    stem = name if name.startswith("lsat") else f"lsat-{name}"
     for i, rec in read_jsonl(path):
         line = rec["__line__"]
         question = field(rec, "question", path)

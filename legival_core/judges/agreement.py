@@ -17,10 +17,13 @@ import itertools
 import json
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from legival_core.grading.input_files import COMPRESSED_SUFFIXES, InputFileError, read_lines, sniff, supported
+from legival_core.grading.records import LineProblem, read_jsonl_records
 
 JUDGE = "judge"
 
@@ -54,10 +57,17 @@ def _row_to_annotation(row: Mapping[str, Any], where: str) -> HumanAnnotation:
     # An empty `steps` cell means "no steps flagged" unless a count is given (CSV rows have every column).
     blank_steps = isinstance(raw_steps, str) and not raw_steps.strip()
     count_given = raw_count not in (None, "")
-    steps = None if raw_steps is None or (blank_steps and count_given) else _parse_steps(raw_steps)
+    try:
+        steps = None if raw_steps is None or (blank_steps and count_given) else _parse_steps(raw_steps)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        raise ValueError(f"{where}: field 'steps': expected step numbers (a list or '3;7'), got "
+                         f"{_shown(raw_steps)}") from None
     count: int | None = None
     if raw_count not in (None, ""):
-        count = int(float(str(raw_count)))
+        try:
+            count = int(float(str(raw_count)))
+        except (ValueError, OverflowError):
+            raise ValueError(f"{where}: field 'count': expected a whole number, got {_shown(raw_count)}") from None
         if count < 0:
             raise ValueError(f"{where}: count must be >= 0, got {count}")
     if steps is None and count is None:
@@ -70,29 +80,85 @@ def _row_to_annotation(row: Mapping[str, Any], where: str) -> HumanAnnotation:
     return HumanAnnotation(tid, ann, count, steps)
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def _format_of(p: Path) -> str:
+    """CSV or JSONL, by the name with its compression suffix dropped (`h.jsonl.gz` is JSONL; what
+    compresses it is told by its first bytes when it is read). A name that says neither: what the
+    file is when its first bytes tell (`h.zip`: a zip archive), else that CSV or JSONL is read."""
+    name = Path(p.stem) if p.suffix.lower() in COMPRESSED_SUFFIXES else p
+    fmt = _FORMATS.get(name.suffix.lower())
+    if fmt is None:
+        try:
+            sniff(p)
+        except InputFileError as e:
+            raise _what_is_read(e) from None
+        raise ValueError(f"{p}: expected a .csv or .jsonl file (plain, or compressed with gzip or zstd: "
+                         ".csv.gz, .jsonl.zst)")
+    return fmt
+
+
+def _csv_lines(p: Path) -> Iterator[str]:
+    """The text lines of a CSV file, plain or gzip/zstd-compressed (`input_files`), each with its
+    newline (a quoted cell may span lines); another container is refused saying what it is."""
+    try:
+        for line, raw in read_lines(p):
+            try:
+                yield raw.decode("utf-8") + "\n"
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{p}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
+                                 f"{e.start + 1}") from None
+    except InputFileError as e:
+        raise _what_is_read(e) from None
+
+
+def _what_is_read(e: InputFileError) -> InputFileError:
+    """The opener's error, ending with what this reader reads (CSV too, not only JSONL)."""
+    return InputFileError(e.file, e.message.replace(supported(False), "this command reads CSV or JSONL, plain or "
+                                                                      "compressed with gzip or zstd"))
+
+
+def _rows(p: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(FILE:LINE, row) of every annotation row of a CSV or JSONL file."""
+    if _format_of(p) == "csv":
+        reader = csv.DictReader(_csv_lines(p))
+        try:
+            for csv_row in reader:
+                yield f"{p}:{reader.line_num}", csv_row
+        except csv.Error as e:
+            raise ValueError(f"{p}:{reader.line_num}: not a readable CSV row ({e})") from None
+        return
+    try:
+        for line, rec in read_jsonl_records(p):
+            if isinstance(rec, LineProblem):
+                raise ValueError(f"{p}:{line}: field '{rec.field}': {rec.message}")
+            yield f"{p}:{line}", rec
+    except InputFileError as e:
+        raise _what_is_read(e) from None
+
+
 def load_human_annotations(path: str | Path) -> list[HumanAnnotation]:
-    """Read a CSV or JSONL file with trace_id, annotator, and either `steps` or `count`."""
+    """Read a CSV or JSONL file (plain, or gzip/zstd-compressed) with trace_id, annotator, and either
+    `steps` or `count`. Every error is a ValueError naming the file (and the line); a file with no
+    annotation is one too: agreement over nothing is not a result."""
     p = Path(path)
-    rows: list[tuple[str, Mapping[str, Any]]] = []
-    if p.suffix.lower() == ".csv":
-        with p.open(newline="", encoding="utf-8") as f:
-            for i, csv_row in enumerate(csv.DictReader(f), start=2):
-                rows.append((f"{p.name}:{i}", csv_row))
-    elif p.suffix.lower() in (".jsonl", ".ndjson"):
-        with p.open(encoding="utf-8") as f:
-            for i, line in enumerate(f, start=1):
-                if line.strip():
-                    rows.append((f"{p.name}:{i}", json.loads(line)))
-    else:
-        raise ValueError(f"{p}: expected a .csv or .jsonl file")
     out: list[HumanAnnotation] = []
     seen: set[tuple[str, str]] = set()
-    for where, row in rows:
+    for where, row in _rows(p):
         a = _row_to_annotation(row, where)
         if (a.trace_id, a.annotator) in seen:
             raise ValueError(f"{where}: duplicate annotation of {a.trace_id} by {a.annotator}")
         seen.add((a.trace_id, a.annotator))
         out.append(a)
+    if not out:
+        held = "only a header or nothing" if _format_of(p) == "csv" else "only blank lines or nothing"
+        raise ValueError(f"{p}: no annotations (the file holds {held}): there is nothing to compare")
     return out
 
 

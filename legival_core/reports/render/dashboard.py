@@ -27,7 +27,7 @@ from legival_core.reports.compute.pareto import FRONTIERS
 from legival_core.reports.compute.stats import correlation_matrix
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.paper_sections import changes_html, nav_html, sections_html
-from legival_core.reports.render.plots import PLOT_FILES, correlation_view
+from legival_core.reports.render.plots import PLOT_FILES, correlation_view, teacher_labels
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import dashboard as reads
@@ -177,6 +177,9 @@ def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool =
         "ci_metrics": ci_metrics(),
         "descriptions": {m.name: m.description for m in all_metrics()},
         "teachers": _rows(data.teacher_metrics),
+        # what the Pareto plot and the curve toggles draw for a teacher: the figures' short label (a
+        # 300-character model id would crowd the plot); tooltips and tables keep the full name
+        "labels": teacher_labels(data, data.tu_curves["teacher"].to_list()),
         "teacher_dataset": _rows(data.aggregates.by_dataset),
         "curves": _curves(data),
         "correlations": _correlations(data),

@@ -93,12 +93,46 @@ def test_input_stem_drops_the_compression_suffix() -> None:
                                           "x.gz")] == ["test", "test", "test", "lsat-lr", "x"]
 
 
-@pytest.mark.xfail(strict=True, reason="the gsm8k and lsat loaders name problems after `path.stem` (`test.jsonl` "
-                   "for test.jsonl.gz): they should take `input_files.input_stem(path)` (see the issue 38.8 report)")
-def test_a_compressed_problems_file_gives_the_plain_files_problem_ids(tmp_path: Path) -> None:
-    gz = tmp_path / "test.jsonl.gz"
-    gz.write_bytes(gzip.compress(GSM8K.read_bytes()))
-    assert list(get_dataset("gsm8k").load(gz)) == list(get_dataset("gsm8k").load(GSM8K))
+@pytest.mark.parametrize("dataset, plain, compressed", [
+    ("gsm8k", GSM8K, "test.jsonl.gz"),
+    ("lsat", FIXTURES / "datasets" / "lsat-lr.jsonl", "lsat-lr.jsonl.zst"),
+])
+def test_a_compressed_problems_file_gives_the_plain_files_problem_ids(tmp_path: Path, dataset: str, plain: Path,
+                                                                      compressed: str) -> None:
+    """Problem ids come from the file's stem (`gsm8k-test-0`, `lsat-lr-0`): compressing the file must
+    not rename its problems (`gsm8k-test.jsonl-0` would match no stored trace)."""
+    f = tmp_path / compressed
+    f.write_bytes(gzip.compress(plain.read_bytes()) if compressed.endswith(".gz") else
+                  zstandard.ZstdCompressor().compress(plain.read_bytes()))
+    expected = list(get_dataset(dataset).load(plain))
+    assert list(get_dataset(dataset).load(f)) == expected and len(expected) > 1
+    assert expected[0].problem_id == {"gsm8k": "gsm8k-test-0", "lsat": "lsat-lr-0"}[dataset]
+
+
+def test_the_gpqa_csv_loader_reads_a_compressed_file_and_names_an_archive(tmp_path: Path) -> None:
+    """A CSV with quoted cells over several lines, gzip- or zstd-compressed, loads as the plain file; a
+    zip of it is refused saying that the loader reads CSV (not JSONL)."""
+    import zipfile
+
+    plain = FIXTURES / "datasets" / "gpqa.csv"
+    expected = list(get_dataset("gpqa").load(plain))
+    assert len(expected) == 3 and "\n" in expected[0].question
+    gz, zst = tmp_path / "gpqa.csv.gz", tmp_path / "gpqa.csv"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    zst.write_bytes(zstandard.ZstdCompressor().compress(b"\xef\xbb\xbf" + plain.read_bytes()))  # a BOM too
+    assert list(get_dataset("gpqa").load(gz)) == expected
+    assert list(get_dataset("gpqa").load(zst)) == expected
+    archive = tmp_path / "gpqa.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.write(plain, "gpqa.csv")
+    with pytest.raises(InputFileError) as e:
+        list(get_dataset("gpqa").load(archive))
+    assert str(e.value) == (f"{archive}: is a zip archive, which is not read here (extract it and give the files in "
+                            "it; the gpqa loader reads CSV, plain or compressed with gzip or zstd)")
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes(plain.read_bytes() + "q,Qu\u00e9?,1,2,3,4,recTEST0004,Chemistry\r\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1\.csv:7: invalid UTF-8 byte 0xe9 at column 5$"):
+        list(get_dataset("gpqa").load(latin1))
 
 
 def test_a_reader_of_jsonl_only_names_a_parquet_file(tmp_path: Path) -> None:

@@ -456,3 +456,65 @@ def test_pareto_png_names_do_not_overlap(pages: dict[str, str]) -> None:
 
 def _overlaps(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
     return min(a[2], b[2]) - max(a[0], b[0]) > 0.5 and min(a[3], b[3]) - max(a[1], b[1]) > 0.5
+
+
+# --- a 300-character teacher name ---------------------------------------------------------------------
+
+LONG_NAMES = ("Qwen/" + "x" * 280 + "-distilled-teacher-A", "Qwen/" + "x" * 280 + "-distilled-teacher-B",
+              "<img src=x onerror=\"window.__xss=7\">" + "y" * 60, "alpha")
+"""Two 300-character names that differ only at their end, a long one that is markup, a short one."""
+
+
+@pytest.fixture(scope="module")
+def long_names_page() -> Iterator[str]:
+    """The static page of a synthetic store (every stage's rows, curves too) with `LONG_NAMES`."""
+    from tests.synthetic import fill_synthetic
+
+    tmp = Path(tempfile.mkdtemp(prefix="legival-dash-long-"))
+    try:
+        with Store(tmp / "s.duckdb") as store:
+            fill_synthetic(store, teachers=LONG_NAMES, traces_per_cell=4, seed=2)
+            build_reports(store, tmp / "out", ReportConfig(resamples=0))
+        yield (tmp / "out" / "index.html").as_uri()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_a_300_character_teacher_is_drawn_by_its_short_label(driver: Any, long_names_page: str) -> None:
+    """The Pareto labels and the curve toggles draw the figures' short label (at most 32 columns, the
+    same as the PNGs'), as text, never markup; the tooltips keep the full name; no label overlaps
+    another or leaves the plot."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from legival_core.reports.render.labels import WIDTH, short_labels, width_of
+
+    d = driver
+    d.set_window_size(1280, 900)
+    d.get_log("browser")
+    d.get(long_names_page)
+    WebDriverWait(d, 30).until(lambda x: x.find_elements(By.CSS_SELECTOR, "#pareto-plot text.plabel")
+                               and x.find_elements(By.CSS_SELECTOR, "#curve-toggles label"))
+    labels = _data(d)["labels"]
+    assert labels == short_labels(LONG_NAMES) and len(set(labels.values())) == len(LONG_NAMES)
+    drawn = d.execute_script("""return Array.from(document.querySelectorAll('#pareto-plot text.plabel'))
+        .map((t) => [t.getAttribute('data-teacher'), t.textContent, t.children.length]);""")
+    assert sorted(t for t, _, _ in drawn) == sorted(LONG_NAMES)
+    for teacher, text, children in drawn:
+        assert text == labels[teacher] and width_of(text) <= WIDTH and children == 0, (teacher[:40], text)
+    toggles = d.execute_script("""return Array.from(document.querySelectorAll('#curve-toggles label')).map((l) =>
+        [l.getAttribute('data-teacher'), Array.from(l.childNodes).filter((n) => n.nodeType === 3).map((n) => n.nodeValue)]);""")
+    assert sorted(t for t, _ in toggles) == sorted(LONG_NAMES)
+    assert all(texts == [labels[t]] for t, texts in toggles), toggles
+    # the full name where the user asks for it: the tooltips of a label, a point and a toggle
+    long = LONG_NAMES[0]
+    for selector in (f"#pareto-plot text.plabel[data-teacher='{long}']", f"#pareto-plot circle.pt[data-teacher='{long}']",
+                     f"#curve-toggles label[data-teacher='{long}']"):
+        node = d.find_element(By.CSS_SELECTOR, selector)
+        d.execute_script("arguments[0].scrollIntoView({block: 'center'})", node)
+        assert _hover_tip(d, node)["text"].startswith(long), selector
+    res = d.execute_script(LABEL_OVERLAPS, [(i, j) for i in range(4) for j in range(4) if i != j])
+    assert res["checked"] >= 6 and res["bad"] == []
+    assert d.execute_script("return typeof window.__xss") == "undefined"
+    assert not d.find_elements(By.CSS_SELECTOR, "#pareto-plot img, #curve-toggles img")
+    assert _severe(d) == []
