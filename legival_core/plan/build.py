@@ -8,12 +8,16 @@ its units to compute and stored. So a plan is what `legival run` will then compu
 estimate. `scratch_plan` is what `legival
 plan` runs: the store's rows copied into a scratch store (`store.scratch`), the spec's trace files ingested,
 graded and segmented there with the same ingest code, and the real store left untouched.
+
+What a run does per teacher file and per shard, the plan does for all of them at once (`plan.ingest`:
+the files in one transaction; `plan.shards`: every shard of a student from one query of each kind):
+a statement per file and per shard made a 2,000-teacher plan take minutes (issue 38).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +26,13 @@ from legival_core.plan.model import BenchmarkPlan, GenerationPlan, ShardPlan
 from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
 from legival_core.plan.throughput import Table, ThroughputError, load_table
 from legival_core.plan.timing import expected_decode, max_batch_of, shard_work, student_times
-from legival_core.spec import BenchmarkSpec, Ingest, Teacher
+from legival_core.spec import BenchmarkSpec, Teacher
 from legival_core.stages.base import required, run_stage
 from legival_core.stages.registered import Job, RunContext, stages_in_order
+from legival_core.stages.transfer import MissingRollouts, TransferTrace
 from legival_core.store import Store
 from legival_core.store import planner as reads
+from legival_core.transfer.rollout_plan import StudentConfig
 
 PLAN_SAMPLE = 256
 """Transfer traces per (teacher, dataset, student) whose prompts are tokenized; beyond it, that many
@@ -90,6 +96,7 @@ def scratch_plan(spec: BenchmarkSpec, db: Path, *, teachers: list[str] | None = 
     """`legival plan`: the store's rows in a scratch copy, plus the spec's trace files ingested there.
     When no chosen teacher has trace files and the store lacks no grade or steps, the plan reads the
     store itself, opened read-only (no copy: a paper-scale store takes a minute to copy)."""
+    from legival_core.plan.ingest import ingest_spec_files
     from legival_core.stages.grade import grade_store
     from legival_core.store import Store
     from legival_core.store.scratch import scratch_copy
@@ -103,9 +110,7 @@ def scratch_plan(spec: BenchmarkSpec, db: Path, *, teachers: list[str] | None = 
                 return p
     with scratch_copy(db if db.exists() else None) as store:
         before = store.count("traces")
-        for t in chosen:
-            if t.generate is None:
-                ingest_teacher_files(store, t, spec.ingest)
+        ingest_spec_files(store, chosen, spec.ingest)
         grade_store(store)
         p = plan_benchmark(spec, store, teachers=teachers, store_name=str(db), **kwargs)
         p.traces_new = p.traces_stored - before
@@ -121,14 +126,6 @@ def _complete(store: Store) -> bool:
     return not GradeStage().plan(store).units and not SegmentStage().plan(store).units
 
 
-def ingest_teacher_files(store: Store, teacher: Teacher, limits: Ingest) -> int:
-    """Store a teacher's trace files as a run does (`ingest_spec_file`); new traces."""
-    from legival_core.stages.ingest import ingest_spec_file
-
-    return sum(ingest_spec_file(store, path, teacher.name, teacher.select, limits).new_traces
-               for path in teacher.traces)
-
-
 def _chosen(spec: BenchmarkSpec, teachers: list[str] | None) -> list[Teacher]:
     return [spec.teacher(n) for n in teachers] if teachers else list(spec.teachers)
 
@@ -138,6 +135,7 @@ def _generation(spec: BenchmarkSpec, chosen: list[Teacher]) -> list[GenerationPl
     from legival_core.generation.config import load_model_config
 
     out = []
+    problems: dict[tuple[str, str, Any], int] = {}  # teachers that generate share their problem files: read each once
     for t in chosen:
         g = t.generate
         if g is None:
@@ -145,7 +143,10 @@ def _generation(spec: BenchmarkSpec, chosen: list[Teacher]) -> list[GenerationPl
         cfg = load_model_config(g.config, g.model)
         budget = g.max_new_tokens or cfg.decoding.max_new_tokens
         for dataset, path in g.jobs(spec.datasets, t.name):
-            n = len(list(get_dataset(dataset).load(path, g.format))[: g.limit])
+            key = (dataset, str(path), g.format)
+            if key not in problems:
+                problems[key] = sum(1 for _ in get_dataset(dataset).load(path, g.format))
+            n = len(range(problems[key])[: g.limit])
             out.append(GenerationPlan(t.name, dataset, g.model, n, n * budget))
     return out
 
@@ -161,44 +162,70 @@ def _efficiency(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
 
 def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: BenchmarkPlan, sample: int,
               counter_for: Callable[[str, dict[str, Any]], PromptCounter], table: Table | None) -> None:
-    from legival_core.datasets.base import get_dataset
-    from legival_core.stages.transfer import TransferStage, shard_chunk
+    """Each (teacher, dataset, student) shard as the flow's shard task plans it (`TransferStage.missing`,
+    then `units` of its traces with work, or of a spread sample of them), every shard of a student
+    read together (`plan.shards`)."""
+    from legival_core.plan.shards import missing_by_cell, traces_by_cell
 
+    cells = [(t.name, d) for t in chosen for d in spec.datasets]
     for st in spec.students:
         config = spec.student_config(st)
         counter = counter_for(config.model, dict(config.backend_options))
         p.prompt_tokenizer[st.name] = counter.source
-        mean_decode = reads.mean_rollout_completion_tokens(store, config.student_key)
-        max_batch = max_batch_of(config)
-        for t in chosen:
-            for d in spec.datasets:
-                stage = TransferStage(config, t.name, d, spec.transfer.limit)
-                missing = stage.missing(store)
-                s = missing.summary
-                work = missing.rows.height
-                shard = ShardPlan(t.name, d, st.name, s.transfer_traces, s.rollouts_total, s.rollouts_cached,
-                                  s.rollouts_total - s.rollouts_cached, work)
-                rows = missing.rows[spread(range(work), sample)] if work > sample else missing.rows
-                units = stage.units(store, rows, missing.done)
-                depths = _missing_depths(missing.rows, missing.done, config) if work > sample else None
-                dataset = get_dataset(d)
-                tokens, counted, sizes = _count_prompts(counter, dataset.system_prompt, units, work, depths)
-                shard.prompt_tokens, shard.prompt_tokens_computed = tokens.requested, tokens.computed
-                shard.prompt_tokens_counted = counted
-                per_chunk = shard_chunk(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
-                shard.chunks = -(-work // max(1, per_chunk))
-                if table is not None and sizes:
-                    expect = expected_decode(store, config, counter.text_tokens(dataset.forcing_text), table.decode)
-                    p.decode_expected[st.name] = expect.source
-                    shard.work = shard_work(sizes, per_chunk, spec.execution.max_concurrent_engines, expect,
-                                            max_batch).scaled(work / len(sizes))
-                shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
-                shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens
-                if mean_decode is not None:
-                    shard.expected_decode = round(mean_decode * shard.rollouts_missing)
-                elif shard.rollouts_missing == 0:
-                    shard.expected_decode = 0
-                p.shards.append(shard)
+        student = _Student(st.name, config, counter, reads.mean_rollout_completion_tokens(store, config.student_key),
+                           max_batch_of(config))
+        for group in missing_by_cell(store, config, cells, spec.transfer.limit):
+            read = [(cell, m.rows[spread(range(m.rows.height), sample)] if m.rows.height > sample else m.rows)
+                    for cell, m in group]
+            for ((teacher, d), traces), (_, m) in zip(traces_by_cell(store, read), group, strict=True):
+                p.shards.append(_shard(spec, store, p, student, teacher, d, m, traces, sample, table))
+
+
+@dataclass(slots=True)
+class _Student:
+    """What every shard of one student is planned with; `expects` the decode it expects per dataset
+    (read once from its stored rollouts, not per shard)."""
+
+    name: str
+    config: StudentConfig
+    counter: PromptCounter
+    mean_decode: float | None
+    max_batch: int | None
+    expects: dict[str, Any] = field(default_factory=dict)
+
+
+def _shard(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan, st: _Student, teacher: str, d: str,
+           m: MissingRollouts, traces: list[TransferTrace], sample: int, table: Table | None) -> ShardPlan:
+    """One shard's plan from its missing rollouts (`m`) and the traces read of it (all with work, or
+    a sample beyond `sample`): counts, prompt tokens, chunks and expected work."""
+    from legival_core.datasets.base import get_dataset
+    from legival_core.stages.transfer import planned_units, shard_chunk
+
+    config, s, work = st.config, m.summary, m.rows.height
+    shard = ShardPlan(teacher, d, st.name, s.transfer_traces, s.rollouts_total, s.rollouts_cached,
+                      s.rollouts_total - s.rollouts_cached, work)
+    units = planned_units(config, traces, m.done)
+    depths = _missing_depths(m.rows, m.done, config) if work > sample else None
+    dataset = get_dataset(d)
+    tokens, counted, sizes = _count_prompts(st.counter, dataset.system_prompt, units, work, depths)
+    shard.prompt_tokens, shard.prompt_tokens_computed = tokens.requested, tokens.computed
+    shard.prompt_tokens_counted = counted
+    per_chunk = shard_chunk(s.transfer_traces, s.rollouts_total, spec.execution.traces_per_chunk)
+    shard.chunks = -(-work // max(1, per_chunk))
+    if table is not None and sizes:
+        if d not in st.expects:
+            st.expects[d] = expected_decode(store, config, st.counter.text_tokens(dataset.forcing_text), table.decode)
+        expect = st.expects[d]
+        p.decode_expected[st.name] = expect.source
+        shard.work = shard_work(sizes, per_chunk, spec.execution.max_concurrent_engines, expect,
+                                st.max_batch).scaled(work / len(sizes))
+    shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
+    shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens
+    if st.mean_decode is not None:
+        shard.expected_decode = round(st.mean_decode * shard.rollouts_missing)
+    elif shard.rollouts_missing == 0:
+        shard.expected_decode = 0
+    return shard
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,10 @@ shards, back until they hold `MIN_SECONDS` of engine time, give one factor: thei
 seconds over what the row's rates give for the same work. The calibrated rates are the row's times
 that factor (the row keeps the proportions between its terms; the factor brings in the machine's
 speed), and the engine start is the median over those runs of what their transfer took beyond the
-rollouts' engine seconds (`engine_starts`: the model load, Ray and the actors, the plans). One factor is fitted rather than
-five rates: a few shards of similar work cannot tell the terms apart, and extrapolating a free fit
-to longer traces or another budget would be a guess.
+rollouts' engine seconds (`engine_starts`: the model load, Ray and the actors, the plans; a prewarmed
+engine's load counts, the time it then waited for the stages before the transfer does not). One
+factor is fitted rather than five rates: a few shards of similar work cannot tell the terms apart,
+and extrapolating a free fit to longer traces or another budget would be a guess.
 """
 
 from __future__ import annotations
@@ -89,17 +90,22 @@ def calibrated(store: Store, row: Row, sig: Signature, host: str | None = None) 
 
 
 def engine_starts(shards: pl.DataFrame) -> list[float]:
-    """Per (run, student) whose engines loaded a model: the seconds its transfer took beyond its
-    rollouts' engine seconds spread over its engines, from the first shard's plan (or the model's load,
-    when it was prewarmed before) to the last commit: the model load, Ray and the actors starting,
+    """Per (run, student) whose engines loaded a model: what its transfer took beyond its rollouts'
+    engine seconds spread over its engines, measured as a run measures its transfer
+    (`plan_vs_actual`): from the first shard's plan to the last commit, plus the part of each
+    engine's model load that ran before that plan (a prewarmed engine: the load only, never the
+    time it then waited while the stages before the transfer ran; engines load side by side, so
+    the longest such part). What is left is the engine start: the model load, Ray and the actors,
     the plans and the last commit."""
     out = []
     for (_run, _student), g in shards.group_by(["run_id", "student"], maintain_order=True):
         if not (g["load_s"] > 0).any():
             continue
-        loads = [x for x in g["load_started"].to_list() if x is not None]
-        began = min([*g["shard_started"].to_list(), *loads])
-        wall = max(g["ended"].to_list()) - began
+        began = min(g["shard_started"].to_list())
+        loads = zip((t for ts in g["load_starts"].to_list() for t in ts),
+                    (s for ls in g["load_lengths"].to_list() for s in ls), strict=True)
+        before = max((max(0.0, min(began, t0 + s) - t0) for t0, s in loads), default=0.0)
+        wall = max(g["ended"].to_list()) - began + before
         engines = max(1, *g["engines"].to_list())
         out.append(max(0.0, wall - float(g["compute_s"].sum()) / engines))
     return out

@@ -50,6 +50,9 @@ class PromptCounter:
         self.tokenizer = tokenizer
         self.exact = tokenizer is not None
         self.source = source if self.exact else f"estimate with tiktoken cl100k_base ({source})"
+        self._blank: dict[tuple[str, str, str], int] = {}
+        """(system, question, blank prefix) -> its prompt's tokens: the prompt at k = 0 is the same
+        for every trace of a problem, and the teachers of a spec answer the same problems."""
 
     def text_tokens(self, text: str) -> int:
         """Tokens of a plain text (the forcing text a forced rollout's prompt grows by)."""
@@ -86,7 +89,10 @@ class PromptCounter:
         out = []
         for p in plans:
             if not p.prefix.strip():
-                out.append(len(tok(render(p.prefix), add_special_tokens=False)["input_ids"]))
+                key = (system, question, p.prefix)
+                if key not in self._blank:
+                    self._blank[key] = len(tok(render(p.prefix), add_special_tokens=False)["input_ids"])
+                out.append(self._blank[key])
             else:
                 cut = anchor + len(p.prefix if kept else p.prefix.strip())
                 out.append(bisect.bisect_left(starts, cut))

@@ -155,7 +155,12 @@ def transfer_rows(store: Store, teacher: str | None, dataset: str | None,
     """The transfer traces' ids, cells and step counts m, without their text (a resume plan reads
     the text and spans of the few traces with missing depths only), and the correct traces with no steps."""
     graders = current_graders(reads.stored_datasets(store))
-    rows = reads.correct_traces_with_steps(store, graders, SEGMENTER_VERSION, teacher, dataset)
+    return cut_rows(reads.correct_traces_with_steps(store, graders, SEGMENTER_VERSION, teacher, dataset), limit)
+
+
+def cut_rows(rows: pl.DataFrame, limit: int | None) -> tuple[pl.DataFrame, int]:
+    """A cell's correct traces (`correct_traces_with_steps`) less those with no steps, the first
+    `limit`; and how many had no steps."""
     empty = rows.filter(rows["m"] == 0).height
     rows = rows.filter(rows["m"] >= 1)
     if limit is not None:
@@ -242,44 +247,17 @@ class TransferStage:
     def missing(self, store: Store) -> MissingRollouts:
         """The plan's first phase, without any trace text: counts, the student registered, the rows of
         the traces with a missing depth, and the stored (trace, depth) keys. `legival plan` stops here
-        for a paper-scale shard and loads a sample of the rows (`units`)."""
-        import polars as pl
-
-        s = TransferSummary()
-        s.started = time.time()
-        rows, s.empty_correct_traces = transfer_rows(store, self.teacher, self.dataset, self.limit)
-        s.transfer_traces = rows.height
-        c = self.config
-        # registration only: a plan on a read-only store (`legival plan`) skips it, and a stored key is
-        # left alone as the insert would (a read instead of a transaction per shard of a resume)
-        if not store.read_only and not reads.student_stored(store, c.student_key):
-            with store.transaction():
-                store.insert_rows("students", [{
-                    "student_key": c.student_key, "name": c.name, "model": c.model,
-                    "decoding": canonical_json(c.decoding()), "prompt_version": PROMPT_VERSION, "profile": c.profile,
-                }])
-        ids = rows["trace_id"].to_list()
-        done = reads.stored_rollout_depths(store, c.student_key, ids)
-        depths_of: dict[int, frozenset[int]] = {}  # the depths of a trace of m steps, per m
-        need = []
-        for tid, m in zip(ids, rows["m"].to_list(), strict=True):
-            depths = depths_of.get(m)
-            if depths is None:
-                depths = depths_of[m] = frozenset(k for k, _ in depth_bins(m, c))
-            stored = done.get(tid)
-            missing = len(depths - stored) if stored else len(depths)
-            s.rollouts_total += len(depths)
-            s.rollouts_cached += len(depths) - missing
-            need.append(missing > 0)
-        return MissingRollouts(s, rows.filter(pl.Series(need, dtype=pl.Boolean)), done)
+        for a paper-scale shard and loads a sample of the rows (`units`); it asks every shard of a
+        student at once (`legival_core.plan.shards`)."""
+        started = time.time()
+        rows, empty = transfer_rows(store, self.teacher, self.dataset, self.limit)
+        register_student(store, self.config)
+        done = reads.stored_rollout_depths(store, self.config.student_key, rows["trace_id"].to_list())
+        return missing_rollouts(self.config, rows, empty, done, started)
 
     def units(self, store: Store, rows: pl.DataFrame, done: Mapping[str, frozenset[int]]) -> list[Unit]:
         """The plan's second phase: the traces of `rows` (from `missing`) with their missing rollouts."""
-        c = self.config
-        none: frozenset[int] = frozenset()
-        with gc_paused():
-            return [(t, plan_trace(t.trace_id, t.steps, c, done.get(t.trace_id, none)))
-                    for t in load_transfer_traces(store, rows, self.teacher, self.dataset)]
+        return planned_units(self.config, load_transfer_traces(store, rows, self.teacher, self.dataset), done)
 
     def work(self) -> Work[TextBackend, Unit, RolloutBatch]:
         if self.backend is not None:
@@ -309,6 +287,45 @@ class TransferStage:
         plan.summary.batches += 1 if timing is not None else 0
         plan.summary.rollouts_generated += len(rows)
         return len(rows)
+
+
+def register_student(store: Store, c: StudentConfig) -> None:
+    """Register the student (its key's model, decoding, prompt version, profile) unless stored:
+    a plan on a read-only store (`legival plan`) skips it, and a stored key is left alone as the
+    insert would (a read instead of a transaction per shard of a resume)."""
+    if not store.read_only and not reads.student_stored(store, c.student_key):
+        with store.transaction():
+            store.insert_rows("students", [{
+                "student_key": c.student_key, "name": c.name, "model": c.model,
+                "decoding": canonical_json(c.decoding()), "prompt_version": PROMPT_VERSION, "profile": c.profile,
+            }])
+
+
+def missing_rollouts(c: StudentConfig, rows: pl.DataFrame, empty: int, done: Mapping[str, frozenset[int]],
+                     started: float) -> MissingRollouts:
+    """A shard's counts and its rows with a missing depth, from its transfer rows and stored depths."""
+    import polars as pl
+
+    s = TransferSummary(transfer_traces=rows.height, empty_correct_traces=empty, started=started)
+    depths_of: dict[int, frozenset[int]] = {}  # the depths of a trace of m steps, per m
+    need = []
+    for tid, m in zip(rows["trace_id"].to_list(), rows["m"].to_list(), strict=True):
+        depths = depths_of.get(m)
+        if depths is None:
+            depths = depths_of[m] = frozenset(k for k, _ in depth_bins(m, c))
+        stored = done.get(tid)
+        missing = len(depths - stored) if stored else len(depths)
+        s.rollouts_total += len(depths)
+        s.rollouts_cached += len(depths) - missing
+        need.append(missing > 0)
+    return MissingRollouts(s, rows.filter(pl.Series(need, dtype=pl.Boolean)), done)
+
+
+def planned_units(c: StudentConfig, traces: Iterable[TransferTrace], done: Mapping[str, frozenset[int]]) -> list[Unit]:
+    """Each trace with its rollouts not in `done` (trace id -> stored depths), ascending depth."""
+    none: frozenset[int] = frozenset()
+    with gc_paused():
+        return [(t, plan_trace(t.trace_id, t.steps, c, done.get(t.trace_id, none))) for t in traces]
 
 
 def unit_key(unit: Unit) -> str:

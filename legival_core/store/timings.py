@@ -17,11 +17,15 @@ _PER_SHARD = (
     "sum(rollouts)::BIGINT AS rollouts, sum(forced)::BIGINT AS forced, sum(prefill) AS prefill, "
     "sum(steps) AS steps, sum(decode) AS decode, "
     "sum(context) AS context, sum(compute_s) AS compute_s, sum(load_s) AS load_s, "
-    "min(load_started) AS load_started, min(shard_started) AS shard_started, max(committed) AS ended "
+    "min(load_started) AS load_started, min(shard_started) AS shard_started, max(committed) AS ended, "
+    "coalesce(list(load_started ORDER BY batch) FILTER (WHERE load_s > 0 AND load_started IS NOT NULL), []) "
+    "AS load_starts, "
+    "coalesce(list(load_s ORDER BY batch) FILTER (WHERE load_s > 0 AND load_started IS NOT NULL), []) AS load_lengths "
     "FROM transfer_timings WHERE {where} GROUP BY run_id, teacher, dataset, student "
 )
 """Per (run, teacher, dataset, student): the sums of its batches' work and engine seconds, the first
-model load's start, and when the shard started and made its last commit (epoch seconds)."""
+model load's start, when the shard started and made its last commit (epoch seconds), and each model
+load its batches reported (`load_starts`, `load_lengths`: one per engine that loaded for it)."""
 
 
 def shard_timings(store: Store, model: str, backend: str, dtype: str, accelerator: str) -> pl.DataFrame:
@@ -42,7 +46,9 @@ def _no_shards() -> pl.DataFrame:
     text = ("run_id", "source", "teacher", "dataset", "student", "device", "host")
     numbers = ("engines", "chunks", "rollouts", "forced", "prefill", "steps", "decode", "context", "compute_s",
                "load_s", "load_started", "shard_started", "ended")
-    return pl.DataFrame(schema={**dict.fromkeys(text, pl.Utf8), **dict.fromkeys(numbers, pl.Float64)})
+    lists = ("load_starts", "load_lengths")
+    return pl.DataFrame(schema={**dict.fromkeys(text, pl.Utf8), **dict.fromkeys(numbers, pl.Float64),
+                                **dict.fromkeys(lists, pl.List(pl.Float64))})
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,12 +21,16 @@ WORK = EngineWork(chunks=2, prefill=1000, steps=100, decode=500, context=200_000
 
 
 def _row(run: str, teacher: str, batch: int, compute_s: float, *, host: str = "here", t0: float = 1000.0,
-         load_s: float = 0.0, end: float = 1060.0, model: str = SIG.model, work: EngineWork = WORK) -> dict[str, Any]:
+         load_s: float = 0.0, end: float = 1060.0, model: str = SIG.model, work: EngineWork = WORK,
+         load_at: float | None = None, engines: int = 1) -> dict[str, Any]:
+    """A committed batch of shard (`run`, `teacher`); its shard planned at `t0`, its model load (if
+    `load_s`) started at `load_at` (default: a second after the plan, as a load on first use)."""
     return {"run_id": run, "source": "run", "teacher": teacher, "dataset": "gsm8k", "student": "s", "student_key": "k",
             "batch": batch, "model": model, "backend": "embedded", "dtype": "float32", "accelerator": "cpu",
-            "device": "cpu, 2 threads", "host": host, "engines": 1, "chunks": work.chunks, "rollouts": 10, "forced": 5,
-            "prefill": work.prefill, "steps": work.steps, "decode": work.decode, "context": work.context,
-            "compute_s": compute_s, "load_s": load_s, "load_started": t0 + 1 if load_s else None,
+            "device": "cpu, 2 threads", "host": host, "engines": engines, "chunks": work.chunks, "rollouts": 10,
+            "forced": 5, "prefill": work.prefill, "steps": work.steps, "decode": work.decode, "context": work.context,
+            "compute_s": compute_s, "load_s": load_s,
+            "load_started": (t0 + 1 if load_at is None else load_at) if load_s else None,
             "shard_started": t0, "committed": end}
 
 
@@ -96,6 +100,43 @@ def test_a_run_without_a_model_load_gives_no_start(tmp_path: Any) -> None:
         # of which 40 engine seconds on one engine: 20 s of start
         assert engine_starts(frame) == [pytest.approx(20.0)]
         assert engine_starts(frame.filter(frame["teacher"] == "a")) == []  # that shard loaded nothing
+
+
+def test_a_prewarmed_engine_starts_with_its_load_never_its_wait(tmp_path: Any) -> None:
+    """Issue 38 item 9: a run's first student's engine loads early (prewarmed) and then waits while
+    the efficiency stage runs; its transfer's start is measured as the run measures its transfer
+    (`plan_vs_actual`): from the first shard's plan to the last commit, plus the part of the load
+    before that plan, never the wait. Each run below takes 30 engine seconds after a 7.7 s load and
+    5 s of Ray, plans and commits: each measures a 12.7 s start."""
+    load, overhead, compute = 7.7, 5.0, 30.0
+    rows = [
+        # prewarmed 112 s before its first shard: the load ended long before the stage started
+        _row("prewarmed", "a", 0, 20.0, load_s=load, load_at=1000 - 112, end=1000 + overhead + compute - 1),
+        _row("prewarmed", "b", 0, 10.0, end=1000 + overhead + compute),
+        # loaded on first use, a second after the plan: the load is inside the stage's wall time
+        _row("on first use", "a", 0, compute, t0=2000, load_s=load, end=2000 + load + overhead + compute),
+        # prewarmed 5 s before the stage: 5 s of its load before the plan, the rest inside
+        _row("straddling", "a", 0, compute, t0=3000, load_s=load, load_at=3000 - 5,
+             end=3000 + (load - 5) + overhead + compute),
+        # two engines, both prewarmed side by side (one load each, reported by each shard's first
+        # batch): the longest part before the plan counts, not their sum; 60 engine-s on 2 engines
+        _row("two engines", "a", 0, compute, t0=4000, load_s=load, load_at=3800, engines=2,
+             end=4000 + overhead + compute),
+        _row("two engines", "b", 0, compute, t0=4000, load_s=load, load_at=3801, engines=2,
+             end=4000 + overhead + compute),
+    ]
+    with _store(tmp_path, rows) as store:
+        frame = shard_timings(store, SIG.model, SIG.backend, SIG.dtype, SIG.accelerator)
+        starts = dict(zip(frame.unique("run_id", maintain_order=True)["run_id"].to_list(), engine_starts(frame),
+                          strict=True))
+        assert starts == {run: pytest.approx(load + overhead) for run in
+                          ("two engines", "straddling", "on first use", "prewarmed")}, starts
+        # calibrated on the prewarmed run alone: the plan's engine start is its load and overhead (the
+        # wait counted as start made it 117 s)
+        store._run("DELETE FROM transfer_timings WHERE run_id <> 'prewarmed'")
+        cal = calibrated(store, load_table().row(SIG.model, "cpu"), SIG, host="here")
+        assert cal is not None and cal.rates.load_s == pytest.approx(load + overhead)
+        assert "engine start 13 s measured" in cal.source
 
 
 DEFAULTS = DecodeDefaults(first_share=0.5, first_at_budget=0.25, forced_share=0.5, forced_tokens=8,
