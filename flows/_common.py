@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,25 @@ from legival_core.spec import BenchmarkSpec, Execution, Teacher, load_spec
 
 _depth = 0
 _depth_lock = threading.Lock()
+
+
+def ends_cancelled(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A flow body whose cancel (`Cancelled`: a signal, the Prefect UI's Cancel) ends the flow run in
+    Prefect's Cancelled state, not Failed (put it under `@flow`)."""
+    import functools
+
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> Any:
+        from legival_core.stages.cancel import Cancelled
+
+        try:
+            return fn(*args, **kwargs)
+        except Cancelled as e:
+            from prefect.states import Cancelled as CancelledState
+
+            return CancelledState(message=str(e))
+
+    return body
 
 
 def load_run(spec: str, db: str | None = None, out: str | None = None) -> tuple[BenchmarkSpec, str, str]:
@@ -69,6 +88,10 @@ def driver_session(db: str | None = None, execution: Execution | None = None) ->
     with _depth_lock:
         _depth += 1
         outermost = _depth == 1
+    if outermost:
+        from tasks.processes import own_prefect_servers
+
+        own_prefect_servers()  # started by the flow's first API call when nothing started it before
     try:
         with isolation(settings), cancel_from_api() if outermost else nullcontext():
             yield

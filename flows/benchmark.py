@@ -7,9 +7,10 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import driver_session, load_run, selected_teachers
+from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.laps import Laps
 from legival_core.runs.record import new_run_id
+from legival_core.stages.cancel import raise_if_cancelled
 from legival_core.stages.conditions import JobsFailed, StagesFailed
 from legival_core.stages.registered import RunContext, StageInfo, stages_in_order
 from tasks.prefect_ui import benchmark_progress, flow_run_link, run_name
@@ -17,6 +18,7 @@ from tasks.stages import plan_task, plan_vs_actual, run_jobs, run_shards
 
 
 @flow(name="benchmark", flow_run_name=run_name("benchmark"))
+@ends_cancelled
 def benchmark(spec: str, db: str | None = None, out: str | None = None,
               teachers: list[str] | None = None) -> dict[str, Any]:
     """The full DAG: every registered stage in `needs` order (`stages_in_order`), each running the
@@ -60,6 +62,7 @@ def benchmark(spec: str, db: str | None = None, out: str | None = None,
         ran: set[str] = set()
         warmed: set[str] = set()
         for info in order:
+            raise_if_cancelled(f"the {info.name} stage")  # no stage starts after a cancel
             mine = jobs[info.name]
             blocker = next((d for d in (*info.needs, *info.requires) if d in failed or d in not_run), None)
             if blocker is not None and not info.partial_inputs:

@@ -8,7 +8,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import driver_session, load_run, selected_teachers
+from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.runs.record import new_run_id
 from legival_core.stages.registered import RunContext, stage_info, stages_before
 from tasks.prefect_ui import run_name, tagged
@@ -19,6 +19,7 @@ SAMPLE_TRACES = 2
 
 
 @flow(name="calibrate", flow_run_name=run_name("calibrate"))
+@ends_cancelled
 def calibrate(spec: str, db: str | None = None, traces: int = SAMPLE_TRACES,
               teachers: list[str] | None = None) -> dict[str, Any]:
     """The transfer stage on the first `traces` transfer traces of every (teacher, dataset) with trace

@@ -4,13 +4,14 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import run_registered
+from flows._common import ends_cancelled, run_registered
 from legival_core.spec import load_spec
 from legival_core.stages.registered import summary_dict
 from tasks.prefect_ui import run_name
 
 
 @flow(name="generate", flow_run_name=run_name("generate"))
+@ends_cancelled
 def generate(spec: str, db: str | None = None, teachers: list[str] | None = None) -> list[dict[str, Any]]:
     """Teacher traces from a model for each spec teacher with `generate:` (or the named ones), one
     task per teacher on the driver, stored like ingested traces; a rerun generates nothing. Every

@@ -4,11 +4,12 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import run_registered
+from flows._common import ends_cancelled, run_registered
 from tasks.prefect_ui import run_name
 
 
 @flow(name="report", flow_run_name=run_name("report"))
+@ends_cancelled
 def report(spec: str, db: str | None = None, out: str | None = None) -> dict[str, Any]:
     """Reports (tables, Pareto frontier, correlations, dashboard) from the store alone (no run record)."""
     r = run_registered("report", spec, db, out=out)[0]

@@ -5,7 +5,7 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._common import driver_session, load_run, selected_teachers
+from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.stages.registered import stage_info
 from tasks.prefect_ui import run_name, tagged
 from tasks.stages import run_shards, stage_jobs
@@ -13,6 +13,7 @@ from tasks.stages import run_shards, stage_jobs
 
 @flow(name="transfer", flow_run_name=run_name("transfer"),
       task_runner=ThreadPoolTaskRunner(max_workers=4))  # type: ignore[arg-type]
+@ends_cancelled
 def transfer(spec: str, db: str | None = None, teachers: list[str] | None = None) -> dict[str, Any]:
     """One task per (teacher, dataset, student) shard; each fans out on Ray. Students take turns on
     the engines (`tasks.stages.run_shards`)."""

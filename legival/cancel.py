@@ -1,10 +1,11 @@
 """Graceful cancel of `legival run` (the long command: hours on a cluster): SIGTERM (Prefect,
-a scheduler, `kill`) or SIGINT (Ctrl-C) asks every stage to stop at its next batch boundary
-(`legival_core.stages.cancel`); the command then prints what is stored and exits 128 + the signal.
-A stage that cannot reach a boundary in time (a chunk still generating, an engine that hangs) does not
-hold the process: `CANCEL_GRACE_S` after the signal, or at a second signal, it exits anyway. Nothing
-committed is lost either way: every batch commits in one transaction, and the rerun computes exactly
-what is missing."""
+a scheduler, `kill`), SIGINT (Ctrl-C) or SIGHUP (a closed terminal or SSH session) asks every stage to
+stop at its next batch boundary (`legival_core.stages.cancel`; the engines on Ray are killed at once,
+dropping the chunks they hold); the command then prints what is stored, ends every process it
+started (`legival_core.children.end_all`) and exits 128 + the signal. A stage that cannot reach a
+boundary in time (an engine that hangs) does not hold the process: `CANCEL_GRACE_S` after the
+signal, or at a second signal, the watchdog does the same at once. Nothing committed is lost either
+way: every batch commits in one transaction, and the rerun computes exactly what is missing."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from legival.console import emit_summary, err_console
 CANCEL_GRACE_S = 10.0
 """Seconds between a cancel signal and the exit, at most (the issue's contract: within 15 s)."""
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 REPEAT_S = 1.0
 """A signal this soon after the first is the same cancel (Prefect's SIGTERM bridge re-sends it)."""
 
@@ -40,12 +41,14 @@ class Cancel:
         return bool(self.received)
 
     def leave(self, signum: int | None = None, why: str = "") -> None:
-        """Print what is stored, then exit 128 + the signal, skipping the joins of engine threads held
-        mid-chunk (every committed batch is durable in the store)."""
+        """Print what is stored, end every process this one started, then exit 128 + the signal,
+        skipping the joins of engine threads held mid-chunk (every committed batch is durable in the
+        store)."""
         signum = signum if signum is not None else self.received[0]
         if not self._exiting.acquire(blocking=False):
             return
         finish(signum, self.stored, self.command, why)
+        end_children()
         os._exit(128 + signum)
 
 
@@ -111,6 +114,16 @@ def cancellable(stored: Callable[[], dict[str, Any]], command: str) -> Iterator[
         for s, h in old.items():
             signal.signal(s, h)
         os.close(w)
+
+
+def end_children() -> None:
+    """Every process this command started and that still runs (the Prefect server, the local Ray,
+    workers): ended before a forced exit, which skips the `atexit` handlers that would stop them."""
+    from legival_core.children import end_all
+
+    with suppress(Exception):  # the exit must happen; the guardian ends what is left
+        end_all()
+    sys.stderr.flush()
 
 
 def finish(signum: int, stored: Callable[[], dict[str, Any]], command: str, why: str = "") -> None:

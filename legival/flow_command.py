@@ -1,5 +1,13 @@
-"""Running a flow from a command (`legival run`, `legival calibrate`): the Prefect server started early,
-a progress bar over the rollouts, SIGTERM/SIGINT as a clean cancel, and a failure as one line."""
+"""Running a flow from a command (`legival run`, `legival calibrate`): the Prefect server started early
+(and owned: `tasks.processes`), a progress bar over the rollouts, SIGTERM/SIGINT/SIGHUP as a clean
+cancel, and a failure as one line.
+
+The flow runs on a thread of its own, not on the main thread: there, Prefect's flow engine would
+install its own SIGTERM handler (`capture_sigterm`), which raises in the middle of whatever the main
+thread does and aborts the flow at once, while shard threads still use Ray (the cancel then ran into a
+Ray shut down under them, and a thread's Ray call started a new local Ray). Off the main thread
+Prefect leaves the signals alone; `legival.cancel` hears them and the flow stops at its batch
+boundaries."""
 
 from __future__ import annotations
 
@@ -28,6 +36,9 @@ def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, arg
     if server is not None:
         _preimport_models()
         server.join()
+        from tasks.processes import own_prefect_servers
+
+        own_prefect_servers()
 
     from legival.cancel import cancellable
 
@@ -37,7 +48,7 @@ def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, arg
     with run_log(db) as log, progress_bar("rollouts") as bar, cancellable(stored, command) as received:
         BOARD.add_sink(lambda done, total: bar.update(done=done, total=total))
         try:
-            summary = call(flow)
+            summary = _on_a_thread(lambda: call(flow))
         except BaseException as e:
             if received:  # cancelled: the flow stopped at a batch boundary (or Prefect's SIGTERM bridge)
                 received.leave()
@@ -62,6 +73,24 @@ def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, arg
         if received:  # the signal came as the flow ended: it is complete, say so and exit as cancelled
             received.leave(why="after the run completed")
     return summary
+
+
+def _on_a_thread(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`fn()` on a thread of its own (module docstring); its result, or what it raised, here."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            outcome["error"] = e
+
+    thread = threading.Thread(target=target, name="legival-flow", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return dict(outcome["value"])
 
 
 def exit_if_stages_failed(summary: dict[str, Any]) -> None:

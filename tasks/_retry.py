@@ -18,7 +18,12 @@ def retry_transient(task: Any, task_run: Any, state: Any) -> bool:
 
 def is_transient_generation(e: BaseException) -> bool:
     """Also a teacher endpoint that drops the connection or answers a status the model-server policy
-    retries (`llm.errors.LENIENT_STATUSES`: 408/409/429/5xx), after the engine's own retries."""
+    retries (`llm.errors.LENIENT_STATUSES`: 408/409/429/5xx), after the engine's own retries; never
+    once a cancel was requested."""
+    from legival_core.stages.cancel import cancel_requested
+
+    if cancel_requested():
+        return False
     if is_transient(e):
         return True
     try:

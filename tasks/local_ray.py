@@ -29,6 +29,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from legival_core.children import disown, own
+from legival_core.stages.cancel import raise_if_cancelled
+
 READY = "legival-local-ray "
 """The helper's one line on standard output once Ray is up: READY + {"address": GCS address}."""
 START_TIMEOUT_S = 180.0
@@ -62,6 +65,7 @@ class LocalHead:
             code = self.process.wait(STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             code = self.kill()
+        disown(self.process.pid)
         self._close_pipes()
         if code == 0:
             self.log.unlink(missing_ok=True)  # the helper removes it too; not when it was killed
@@ -70,6 +74,7 @@ class LocalHead:
         """Kill the helper at once (Ray's daemons are fate-shared with it); its exit status."""
         self.process.kill()
         code = self.process.wait()
+        disown(self.process.pid)
         self._close_pipes()
         return code
 
@@ -92,6 +97,7 @@ def start_head(num_cpus: int | None, timeout_s: float = START_TIMEOUT_S) -> Loca
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     head = LocalHead(process, "", log)
+    own(process.pid, "the local Ray's helper")  # with its Ray daemons, below it (legival_core.children)
     try:
         head.address = _await_address(process, timeout_s)
     except LocalRayFailed as e:
@@ -128,7 +134,9 @@ def _await_address(process: subprocess.Popen[bytes], timeout_s: float) -> str:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise LocalRayFailed(f"the local Ray did not start within {timeout_s:.0f} s")
-            if not sel.select(min(left, 1.0)):
+            ready = sel.select(min(left, 0.25))
+            raise_if_cancelled("the local Ray was up")  # a cancel while Ray starts: the helper is killed
+            if not ready:
                 continue
             chunk = os.read(process.stdout.fileno(), 65536)
             if not chunk:

@@ -32,8 +32,15 @@ from typing import Any
 
 from legival_core.spec import Execution
 from legival_core.stages.base import Work, engine_for
+from legival_core.stages.cancel import Cancelled, cancel_requested, on_cancel, raise_if_cancelled
 from legival_core.stages.isolation import isolated
 from tasks.local_ray import LocalHead, start_head
+
+os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
+"""Ray's public calls start or join a Ray by themselves when none is connected ("auto-init"): a stray
+call after a run stopped Ray (a shard thread still unwinding from a cancel) would start a NEW local
+Ray, forked from this process, that nothing ever stops. Off: such a call fails instead (`_no_auto_init`
+does the same when Ray was imported before this module)."""
 
 log = logging.getLogger("legival.orchestration")
 
@@ -125,12 +132,17 @@ class EnginePool:
         return ray.remote(WorkerActor).options(**options).remote(work, index)
 
     def _ensure_actors(self, work: Work[Any, Any, Any]) -> list[Any]:
+        raise_if_cancelled(f"starting the engines of {work.key or 'the work'}")
         if not self.actors:
             ensure_ray(self.execution)  # outside the lock: it waits for the Ray owner thread
         with self._lock:
             if not self.actors:
                 self.actors = [self._new_actor(work, i) for i in range(self.n_engines)]
-            return list(self.actors)
+            actors = list(self.actors)
+        if cancel_requested():  # the cancel came while Ray or the engines started: none of them is kept
+            self.reset()
+            raise_if_cancelled(f"starting the engines of {work.key or 'the work'}")
+        return actors
 
     def _replace(self, work: Work[Any, Any, Any], engine: int, dead: Any, error: BaseException) -> Any:
         """The live actor of `engine`: a new one if `dead` is still in the pool (another shard may
@@ -156,6 +168,8 @@ class EnginePool:
         def start() -> None:
             try:
                 self.warming = [a.warm.remote() for a in self._ensure_actors(work)]
+            except Cancelled:  # the run is stopping: nothing to warm
+                return
             except Exception as e:  # noqa: BLE001  (the shards start the engines again and report errors)
                 log.warning("engine prewarm failed: %s: %s", type(e).__name__, e)
 
@@ -197,7 +211,12 @@ class EnginePool:
         losses = [0] * self.n_engines
         try:
             while pending:
-                ready, pending = ray.wait(pending, num_returns=1)
+                ready, pending = ray.wait(pending, num_returns=1, timeout=CANCEL_POLL_S)
+                if not ready:  # nothing back yet: a cancel drops what the engines hold (they may hang)
+                    if cancel_requested():
+                        self.reset()
+                        raise_if_cancelled(f"the chunks in flight on the engines of {work.key or 'the work'}")
+                    continue
                 if pending:  # commit every chunk that is ready in one transaction
                     more, pending = ray.wait(pending, num_returns=len(pending), timeout=0)
                     ready += more
@@ -217,6 +236,8 @@ class EnginePool:
                     results += done.results
                 if results:  # committed before any lost chunk is resubmitted (or the run fails)
                     yield results
+                if lost:  # the engines a cancel killed: what they held is dropped, nothing replaced
+                    raise_if_cancelled(f"replacing lost engines of {work.key or 'the work'}")
                 for eng, (dead, error) in lost.items():
                     losses[eng] += 1
                     if losses[eng] > self.execution.retries:
@@ -243,7 +264,8 @@ class EnginePool:
 
         with self._lock:
             for a in self.actors:
-                ray.kill(a)
+                with contextlib.suppress(Exception):  # an actor gone already, or Ray disconnected
+                    ray.kill(a)
             self.actors = []
 
     def histories(self) -> list[list[str]]:
@@ -322,6 +344,23 @@ def loaded_engines() -> int:
     return sum(p.loaded_engines() for p in _pools.values())
 
 
+def drop_engines() -> None:
+    """A cancel: kill every engine now, so that the chunks they hold are dropped at once (a chunk can
+    take minutes) and their shard tasks reach the cancel (`EnginePool.run`); Ray stays connected for
+    the driver's own shutdown (`shutdown_pools`, at the flow's end)."""
+    import sys
+
+    if "ray" not in sys.modules:
+        return
+    with _pools_lock:
+        pools = list(_pools.values())
+    for p in pools:
+        p.reset()
+
+
+on_cancel(drop_engines)
+
+
 def shutdown_pools() -> None:
     """Kill the engines; stop Ray only if this process started it."""
     global _started_ray
@@ -340,7 +379,8 @@ def _stop_ray() -> None:
     global _local_head
     import ray
 
-    ray.shutdown()
+    with _python_keeps_sigterm():  # Ray's core puts SIGTERM back to its default as it shuts down
+        ray.shutdown()
     head, _local_head = _local_head, None
     if head is not None:
         head.stop()
@@ -354,8 +394,10 @@ def _init_ray(execution: Execution) -> None:
     global _started_ray
     import ray
 
+    _no_auto_init()
     if ray.is_initialized():
         return
+    raise_if_cancelled("starting Ray")  # never a new Ray after a cancel
     with _python_keeps_sigterm():
         _start_ray(execution)
     _started_ray = True
@@ -364,7 +406,8 @@ def _init_ray(execution: Execution) -> None:
 @contextmanager
 def _python_keeps_sigterm() -> Iterator[None]:
     """Ray's C++ core installs abseil's failure-signal handler, which takes SIGTERM from Python and
-    aborts the process (exit -6 and a stack dump): a cancel from Prefect or a scheduler must reach
+    aborts the process (exit -6 and a stack dump), and its shutdown leaves SIGTERM at its default (the
+    process then dies at once, exit -15, cleaning nothing): a cancel from Prefect or a scheduler must reach
     the Python handlers instead (legival/cancel.py, Prefect's SIGTERM bridge). The process-wide
     disposition is saved before and put back after, with `sigaction` (Python's `signal.signal` works
     on the main thread only, and Ray starts on its owner thread). Linux only; elsewhere nothing."""
@@ -411,6 +454,18 @@ def _start_ray(execution: Execution) -> None:
         ray.init(address=execution.ray_address, log_to_driver=False)
 
 
+def _no_auto_init() -> None:
+    """Ray's auto-init off in this process even when Ray was imported before this module (its
+    module reads the environment once): see RAY_ENABLE_AUTO_CONNECT above."""
+    with contextlib.suppress(ImportError, AttributeError):
+        import ray._private.auto_init_hook as hook
+
+        hook.enable_auto_connect = False
+
+
+CANCEL_POLL_S = 0.5
+"""Seconds between two looks at the cancel flag while the engines compute (a hung engine never answers)."""
+
 TRANSIENT = (ConnectionError, TimeoutError)
 
 
@@ -421,9 +476,12 @@ def _actor_died(e: BaseException) -> bool:
 
 
 def is_transient(e: BaseException) -> bool:
-    """Worth a retry: a lost engine, node or object, or a network error inside an engine."""
+    """Worth a retry: a lost engine, node or object, or a network error inside an engine; never once
+    a cancel was requested (the cancel killed the engines: nothing is retried)."""
     from ray import exceptions as rex
 
+    if cancel_requested() or isinstance(e, Cancelled):
+        return False
     if _actor_died(e) or isinstance(e, rex.GetTimeoutError | rex.RaySystemError | rex.OutOfMemoryError):
         return True
     if isinstance(e, rex.RayTaskError):

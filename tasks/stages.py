@@ -22,6 +22,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from legival_core.spec import BenchmarkSpec, Execution
+from legival_core.stages.cancel import Cancelled, cancel_reason, cancel_requested, raise_if_cancelled
 from legival_core.stages.registered import Job, RunContext, StageInfo, stage_info, summary_dict
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
@@ -49,7 +50,25 @@ def with_retries(t: Any, info: StageInfo, execution: Execution, label: str) -> A
 
 @task(name="stage", cache_policy=NO_CACHE)
 def stage_task(db: str, job: Job, spec: BenchmarkSpec) -> Any:
-    return run_job(db, job, spec)
+    return _ends_cancelled(lambda: run_job(db, job, spec))
+
+
+def _ends_cancelled(fn: Callable[[], Any]) -> Any:
+    """`fn()`; a cancel (`Cancelled`) ends the task run in Prefect's Cancelled state (the UI shows the
+    run cancelled, not failed or crashed); the caller then gets Prefect's `CancelledRun`."""
+    try:
+        return fn()
+    except Cancelled as e:
+        from prefect.states import Cancelled as CancelledState
+
+        return CancelledState(message=str(e))
+
+
+def was_cancelled(e: BaseException) -> bool:
+    """A task or flow that ended cancelled, as its caller sees it."""
+    from prefect.exceptions import CancelledRun
+
+    return isinstance(e, Cancelled | CancelledRun)
 
 
 def run_job(db: str, job: Job, spec: BenchmarkSpec) -> Any:
@@ -89,7 +108,10 @@ def run_jobs(db: str, info: StageInfo, jobs: list[Job], spec: BenchmarkSpec) -> 
         try:
             results.append(with_retries(stage_task, info, spec.execution, job.label)(db, job, spec))
         except Exception as e:
+            if was_cancelled(e):
+                raise Cancelled(str(e)) from e
             failures[job.label] = _stage_failure(db, info.name, job.label, e)
+        raise_if_cancelled(f"the job after {job.label}")  # a cancelled task returns its state, raising nothing
     _settle(db, info.name, failures, results)
     if info.artifacts is not None:
         for kind, markdown in info.artifacts(results).items():
@@ -125,7 +147,7 @@ def _settle(db: str, stage: str, failures: dict[str, str], results: list[Any]) -
 
 @task(name="shard", cache_policy=NO_CACHE)
 def shard_task(db: str, job: Job, spec: BenchmarkSpec) -> Any:
-    return run_shard_job(db, job, spec.execution)
+    return _ends_cancelled(lambda: run_shard_job(db, job, spec.execution))
 
 
 def run_shard_job(db: str, job: Job, execution: Execution) -> Any:
@@ -140,7 +162,12 @@ def run_shard_job(db: str, job: Job, execution: Execution) -> Any:
         BOARD.shard(job.label.removeprefix(f"{job.stage} "), done, total, committed=done - seen[-1] if seen else 0)
         seen.append(done)
 
-    result = job.run(lambda: locked_store(db), RayExecutor(execution), report)
+    try:
+        result = job.run(lambda: locked_store(db), RayExecutor(execution), report)
+    except Exception as e:  # the engines a cancel killed: the shard is cancelled, not failed
+        if cancel_requested() and not isinstance(e, Cancelled):
+            raise Cancelled(f"cancelled ({cancel_reason()}) during {job.label}") from e
+        raise
     log_counts(job.label, summary_dict(result))
     return result
 
@@ -159,13 +186,20 @@ def run_shards(db: str, info: StageInfo, jobs: list[Job], spec: BenchmarkSpec) -
     pools = list(dict.fromkeys(j.release for j in jobs))
     failures: dict[str, str] = {}
     for pool in pools:
+        raise_if_cancelled(f"the {info.name} shards of the next engine pool")
         mine = [j for j in jobs if j.release == pool]
         futures = [(j, shard.with_options(task_run_name=j.label).submit(db, j, spec)) for j in mine]
-        for j, f in futures:
+        errors: list[tuple[Job, Exception]] = []
+        for j, f in futures:  # every shard's end is awaited: none may still use the engines or Ray below
             try:
                 results.append(f.result())
-            except Exception as e:  # a known outside failure is this shard's alone (run_jobs)
-                failures[j.label] = _stage_failure(db, info.name, j.label, e)
+            except Exception as err:
+                errors.append((j, err))
+        cancelled = [failed for _j, failed in errors if was_cancelled(failed)]
+        if cancelled:
+            raise Cancelled(str(cancelled[0])) from cancelled[0]
+        for j, failed in errors:  # a known outside failure is this shard's alone (run_jobs); the rest raise
+            failures[j.label] = _stage_failure(db, info.name, j.label, failed)
         engines += loaded_engines()
         if pool is not None:
             release_pool(pool)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import app, prepare_spec_run
+from legival.app import app, discard_if_unused, prepare_spec_run
 from legival.console import emit_summary, fail, out_console
 from legival.flow_command import run_flow
 
@@ -36,10 +36,15 @@ def calibrate(
         fail(str(e))
     if not any(t.generate is None for t in chosen):
         fail(f"{spec}: no teacher has trace files to calibrate on (generating teachers are left out)")
-    s, db_path = prepare_spec_run(spec, db, teacher or None)
-    summary = run_flow("calibrate", lambda flow: flow(spec=str(spec.resolve()), db=str(db_path), traces=traces,
-                                                      teachers=teacher or None),
-                       f"legival calibrate {spec}", ["calibrate", str(spec), "--db", str(db_path)])
+    s, db_path = prepare_spec_run(spec, db, teacher or None, hold=True)
+    try:
+        summary = run_flow("calibrate", lambda flow: flow(spec=str(spec.resolve()), db=str(db_path), traces=traces,
+                                                          teachers=teacher or None),
+                           f"legival calibrate {spec}", ["calibrate", str(spec), "--db", str(db_path)], db=str(db_path))
+    except SystemExit as e:
+        if e.code == 2:  # refused (a known condition before anything was stored): leave nothing behind
+            discard_if_unused(db_path)
+        raise
     calibration = _calibration(s, db_path)
     pva = summary.get("plan_vs_actual") or {}
     wall = pva.get("wall_s") or {}

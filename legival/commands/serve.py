@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -66,10 +68,11 @@ def serve(
                 if not _is_loopback(host):
                     err_console.print(f"warning: listening on {host}: anyone who can reach this address reads "
                                       "every stored trace", markup=False, highlight=False, soft_wrap=True)
-                err_console.print(f"Legi-Val dashboard on {server.url}  (Ctrl-C to stop)", markup=False,
-                                  highlight=False)
-                print(server.url, flush=True)
-                got = _until_stopped(server)
+                with _stop_signals() as got_signal:  # before the URL: a signal right after it stops the server
+                    err_console.print(f"Legi-Val dashboard on {server.url}  (Ctrl-C to stop)", markup=False,
+                                      highlight=False)
+                    print(server.url, flush=True)
+                    got = _until_stopped(server, got_signal)
         except ServerFailed as e:
             fail(f"the dashboard server stopped: {e}")
     summary: dict[str, object] = {"command": "serve", "url": server.url, "refused_requests": refusals.count}
@@ -78,19 +81,26 @@ def serve(
     emit_summary(summary)
 
 
-def _until_stopped(server: LocalServer) -> int | None:
-    """Block until a stop signal (its number) or the server ends on its own (None; ServerFailed when
-    it ended with an error). Python runs signal handlers on this (the main) thread between waits."""
+@contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """Within the block, SIGINT, SIGTERM and SIGHUP are recorded (the list yielded) instead of raised:
+    the server stops as its normal end. Python runs the handlers on this (the main) thread."""
     got: list[int] = []
     old = {s: signal.signal(s, lambda signum, _frame: got.append(signum)) for s in STOP_SIGNALS}
     try:
-        while not got:
-            if server.wait(0.5):
-                return None
-        return got[0]
+        yield got
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _until_stopped(server: LocalServer, got: list[int]) -> int | None:
+    """Block until a stop signal (its number) or the server ends on its own (None; ServerFailed when
+    it ended with an error)."""
+    while not got:
+        if server.wait(0.5):
+            return None
+    return got[0]
 
 
 def _is_loopback(host: str) -> bool:

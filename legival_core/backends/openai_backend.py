@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from legival_core.backends.vllm_backend import (
     submission_order,
 )
 from legival_core.llm.errors import LENIENT_STATUSES, EndpointRefused, LLMError, PermanentError
+from legival_core.llm.fanout import fan_out
 from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, doubling
 from legival_core.llm.transport import COMPLETIONS_PATH, MODELS_PATH, OpenAIEndpoint
 from legival_core.registry import register
@@ -149,10 +149,9 @@ class OpenAICompatBackend:
                 results[i] = overflow_completion(requests[i], lengths[i])
             else:
                 todo.append(i)
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            futures = {i: pool.submit(self._one, requests[i], lengths[i]) for i in todo}
-            for i, fut in futures.items():
-                results[i] = fut.result()
+        for i, c in zip(todo, fan_out(lambda i: self._one(requests[i], lengths[i]), todo, self.concurrency,
+                                      name="student"), strict=True):
+            results[i] = c
         return [c for c in results if c is not None]
 
     def _one(self, request: GenerationRequest, prompt_len: int) -> Completion:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +26,7 @@ from legival_core.backends.base import (
 from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.vllm_backend import sampling_fields
 from legival_core.llm.errors import LENIENT_STATUSES, LLMError
+from legival_core.llm.fanout import fan_out
 from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, doubling
 from legival_core.llm.transport import OpenAIEndpoint, raise_as_httpx
 from legival_core.registry import UnknownName, canonical_name, entry
@@ -130,9 +130,8 @@ class ChatEndpointEngine:
     def generate(self, prompts: Sequence[str], max_new_tokens: int,
                  sampling: Sequence[Sampling | None] | None = None) -> list[RawOutput]:
         samplings = list(sampling) if sampling is not None else [None] * len(prompts)
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda ps: self._one(ps[0], max_new_tokens, ps[1]),
-                                 zip(prompts, samplings, strict=True)))
+        return fan_out(lambda ps: self._one(ps[0], max_new_tokens, ps[1]), list(zip(prompts, samplings, strict=True)),
+                       self.concurrency, name="teacher")
 
     def _one(self, prompt: str, max_new_tokens: int, sampling: Sampling | None = None) -> RawOutput:
         spec = json.loads(prompt)

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Literal
 
+from legival_core.children import disown, own
+
 DEFAULT_TIMEOUT_S = 5.0
 _timeout_s = DEFAULT_TIMEOUT_S
 STARTUP_TIMEOUT_S = 120.0
@@ -144,6 +146,7 @@ class MathVerifyWorker:
             stdout=subprocess.DEVNULL,
         )
         child_sock.close()
+        own(proc.pid, "a math-verify worker")
         conn = Connection(parent_sock.detach())
         try:
             if not conn.poll(STARTUP_TIMEOUT_S):
@@ -154,11 +157,13 @@ class MathVerifyWorker:
         except (EOFError, OSError) as e:
             proc.kill()
             proc.wait()
+            disown(proc.pid)
             conn.close()
             raise RuntimeError(f"math-verify worker failed to start (exit code {proc.returncode})") from e
         except RuntimeError:
             proc.kill()
             proc.wait()
+            disown(proc.pid)
             conn.close()
             raise
         if self._started_once:
@@ -173,6 +178,7 @@ class MathVerifyWorker:
         if self._proc is not None:
             self._proc.kill()
             self._proc.wait()
+            disown(self._proc.pid)
         self._proc, self._conn = None, None
 
     def close(self) -> None:

@@ -40,7 +40,6 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -61,6 +60,7 @@ from legival_core.judges.windows import Window, WindowPlan, WindowPolicy, plan_w
 from legival_core.llm.breaker import Breaker
 from legival_core.llm.cost import DEFAULT_PRICES, Prices
 from legival_core.llm.errors import ConnectionFailed, EndpointRefused, TransientError, scrub
+from legival_core.llm.fanout import fan_out
 from legival_core.llm.ratelimit import RateLimiter
 from legival_core.llm.retry import GaveUp, RetryKind, RetryPolicy, call_with_retries, equal_jitter
 
@@ -240,15 +240,14 @@ class BaseJudge(ABC):
             system_prompt(r.dataset)  # an unknown dataset fails here, before any paid call
         self._check_budget(reqs, batch=False)
         gate = breaker if breaker is not None else self.new_breaker()
-        results: list[JudgeResult | None] = [None] * len(reqs)
-        done = 0
-        with ThreadPoolExecutor(max_workers=self.limits.concurrency, thread_name_prefix="judge") as ex:
-            futures = {ex.submit(self._judge_one_safe, r, gate): i for i, r in enumerate(reqs)}
-            for fut in as_completed(futures):
-                results[futures[fut]] = fut.result()
-                done += 1
-                if progress is not None:
-                    progress(done)
+        done = [0]
+
+        def finished(_i: int, _r: JudgeResult | None) -> None:
+            done[0] += 1
+            if progress is not None:
+                progress(done[0])
+
+        results = fan_out(lambda r: self._judge_one_safe(r, gate), reqs, self.limits.concurrency, finished, "judge")
         return [r for r in results if r is not None]
 
     def judge(self, request: JudgeRequest) -> JudgeResult:

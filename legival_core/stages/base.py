@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from legival_core.children import disown, own
 from legival_core.registry import entry, is_registered
 from legival_core.stages.cancel import raise_if_cancelled
 from legival_core.stages.isolation import (
@@ -200,6 +201,7 @@ class _ProcessRunner(Generic[U, R]):
     def __init__(self, work: Work[Any, U, R], n: int, start_s: float) -> None:
         self.work, self.n, self.start_s = work, n, start_s
         self.failed_in_a_row = 0
+        self._owned: set[int] = set()
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ProcessPoolExecutor:
@@ -216,11 +218,26 @@ class _ProcessRunner(Generic[U, R]):
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            return self.pool.submit(_process_chunk, self.work.process, chunk)
+            fut = self.pool.submit(_process_chunk, self.work.process, chunk)
         except BrokenProcessPool as e:
-            fut: Future[list[R]] = Future()
+            fut = Future()
             fut.set_exception(e)
             return fut
+        self._own()
+        return fut
+
+    def _own(self) -> None:
+        """The pool's processes (started by the first submits) as this process's children: ended by
+        the guardian if this process dies first (`legival_core.children`)."""
+        for pid in list(getattr(self.pool, "_processes", None) or {}):
+            if pid not in self._owned:
+                self._owned.add(pid)
+                own(pid, "a worker process of a stage")
+
+    def _disown(self) -> None:
+        for pid in self._owned:
+            disown(pid)
+        self._owned.clear()
 
     def _limit(self, units: int) -> float | None:
         t = self.work.unit_timeout_s
@@ -279,9 +296,11 @@ class _ProcessRunner(Generic[U, R]):
         for proc in list((getattr(self.pool, "_processes", None) or {}).values()):
             with suppress(Exception):
                 proc.kill()
+        self._disown()
 
     def close(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)
+        self._disown()
 
     def abort(self) -> None:
         """Stop now: queued chunks dropped, running processes killed (`close` would wait for them)."""

@@ -5,10 +5,15 @@ Content keys make the rerun compute exactly what was not committed (docs/CLI.md 
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable
 
 _EVENT = threading.Event()
 _reason: list[str] = []
+_hooks: list[Callable[[], None]] = []
+
+log = logging.getLogger(__name__)
 
 
 class Cancelled(Exception):
@@ -17,10 +22,28 @@ class Cancelled(Exception):
 
 def request_cancel(reason: str) -> None:
     """Ask every stage of this process to stop at its next batch boundary (idempotent: the first
-    reason counts)."""
+    reason counts), and run the cancel hooks once, on a thread of their own (`on_cancel`)."""
+    first = not _EVENT.is_set()
     if not _reason:
         _reason.append(reason)
     _EVENT.set()
+    if first and _hooks:
+        threading.Thread(target=_run_hooks, name="legival-cancel-hooks", daemon=True).start()
+
+
+def on_cancel(hook: Callable[[], None]) -> None:
+    """Run `hook` when a cancel is requested: what cannot reach a batch boundary by itself is stopped
+    there (the engines on Ray drop the chunks they hold: `tasks.ray_pool`). Registered once per hook."""
+    if hook not in _hooks:
+        _hooks.append(hook)
+
+
+def _run_hooks() -> None:
+    for hook in list(_hooks):
+        try:
+            hook()
+        except Exception as e:  # noqa: BLE001 - a hook that fails must not keep the others from running
+            log.warning("cancel hook %s failed: %s: %s", getattr(hook, "__name__", hook), type(e).__name__, e)
 
 
 def cancel_requested() -> bool:

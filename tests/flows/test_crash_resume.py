@@ -1,11 +1,12 @@
-"""`kill -9` of a running `legival run` (whole process group) mid-transfer, then a rerun: the store
-ends identical to an uninterrupted run's, with no duplicate, and the rerun generates only what the
-killed run had not committed. And the graceful way (issue 26): SIGTERM or SIGINT to the command, an
-exit within 15 s with a line saying what is stored, and the same resume. One reference run for all."""
+"""`kill -9` of a running `legival run` mid-transfer, then a rerun: the store ends identical to an
+uninterrupted run's, with no duplicate, and the rerun generates only what the killed run had not
+committed; nothing the killed command started outlives it (issue 39). And the graceful way (issue
+26): SIGTERM or SIGINT to the command, an exit within 15 s with a line saying what is stored, nothing
+left running, and the same resume. One reference run for all. No test cleans up by killing a process
+group: what is left is listed and fails the test (tests/flows/_lifecycle.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.flows._lifecycle import Watched, assert_ended_cleanly, below, left_behind, send, start, wait_for
 from tests.flows._orchestration import small_traces, table_snapshot, write_spec
 
 pytestmark = pytest.mark.slow
@@ -81,17 +83,12 @@ def _held_spec(tmp_path: Path, reference: tuple[Path, dict]) -> tuple[Path, Path
                       backend_options={"hold_after": 2, "gate": str(gate)}), gate
 
 
-def _start_held(spec: Path, progress: Path, env: dict[str, str], capture: bool) -> subprocess.Popen[str]:
-    """`legival run SPEC` in a process group of its own, returned once two batches are committed (the
-    held engine keeps it mid-transfer from then on)."""
-    out = subprocess.PIPE if capture else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "legival", "run", str(spec), "--progress-file", str(progress)],
-                            cwd=REPO, env=env, stdout=out, stderr=out, text=True, start_new_session=True)
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and _committed(progress)[0] < 2 and proc.poll() is None:
-        time.sleep(0.05)  # the progress file is the only signal a separate process gives
-    assert proc.poll() is None, "the run finished before it could be interrupted" + (proc.stderr.read()[-4000:] if proc.stderr else "")
-    return proc
+def _start_held(spec: Path, progress: Path, env: dict[str, str]) -> Watched:
+    """`legival run SPEC` in a session of its own, its output read through pipes, returned once two
+    batches are committed (the held engine keeps it mid-transfer from then on)."""
+    w = start(["run", str(spec), "--progress-file", str(progress)], env)
+    wait_for(lambda: _committed(progress)[0] >= 2, w, 300, "two committed batches")
+    return w
 
 
 def test_kill_9_mid_transfer_then_resume(tmp_path: Path, env: dict[str, str], reference: tuple[Path, dict]) -> None:
@@ -99,13 +96,15 @@ def test_kill_9_mid_transfer_then_resume(tmp_path: Path, env: dict[str, str], re
     ref = reference[1]
 
     progress = tmp_path / "progress.jsonl"
-    proc = _start_held(spec, progress, env, capture=False)
-    try:
-        committed_seen, total = _committed(progress)
-        assert 0 < committed_seen < ref["rollouts_total"]
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+    w = _start_held(spec, progress, env)
+    committed_seen, total = _committed(progress)
+    assert 0 < committed_seen < ref["rollouts_total"]
+    children = below(w.pid)
+    w.proc.kill()  # the command only: what it started must end by itself (the guardian)
+    w.wait(60)
+    assert w.pipes_closed_within(10)
+    left = left_behind(w, extra=children)
+    assert not left, "still running after the command's SIGKILL:\n" + "\n".join(left)
 
     db = tmp_path / "b" / "store.duckdb"
     stored = _count(db, "SELECT count(*) FROM rollouts")
@@ -125,19 +124,13 @@ def test_a_cancel_signal_mid_transfer_exits_within_15_s_and_the_rerun_resumes(
     spec, gate = _held_spec(tmp_path, reference)
     ref = reference[1]
     progress = tmp_path / "progress.jsonl"
-    proc = _start_held(spec, progress, env, capture=True)
-    try:
-        t0 = time.monotonic()
-        proc.send_signal(sig)  # the command's process only, as Prefect or a scheduler does
-        out, err = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - t0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # what the run left behind (Ray's processes), if anything
-        proc.wait(timeout=60)
+    w = _start_held(spec, progress, env)
+    t0 = send(w, sig)  # the command's process only, as Prefect or a scheduler does
+    w.wait(60)
+    elapsed = time.monotonic() - t0
     assert elapsed < 15, elapsed
-    assert proc.returncode == 128 + sig, (proc.returncode, err[-3000:])
-    assert "Traceback" not in err, err[-3000:]
+    assert_ended_cleanly(w, 128 + sig)
+    out, err = w.stdout, w.stderr
     line = next(ln for ln in err.splitlines() if ln.startswith("cancelled ("))
     assert f"cancelled ({sig.name}" in line and "rerun `legival run" in line, line
     summary = json.loads(out.strip().splitlines()[-1])
@@ -178,22 +171,17 @@ def test_a_cancel_from_the_prefect_api_stops_the_run_which_then_resumes(
     spec, gate = _held_spec(tmp_path, reference)
     ref = reference[1]
     progress = tmp_path / "progress.jsonl"
-    proc = _start_held(spec, progress, env, capture=True)
-    try:
-        run_id = _running_benchmark_run(spec)
-        cancel = subprocess.run([sys.executable, "-m", "prefect", "flow-run", "cancel", run_id], env=env,
-                                capture_output=True, text=True, timeout=120)
-        t0 = time.monotonic()
-        assert cancel.returncode == 0, cancel.stderr + cancel.stdout
-        out, err = proc.communicate(timeout=60)
-        elapsed = time.monotonic() - t0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+    w = _start_held(spec, progress, env)
+    run_id = _running_benchmark_run(spec)
+    cancel = subprocess.run([sys.executable, "-m", "prefect", "flow-run", "cancel", run_id], env=env,
+                            capture_output=True, text=True, timeout=120)
+    t0 = time.monotonic()
+    assert cancel.returncode == 0, cancel.stderr + cancel.stdout
+    w.wait(60)
+    elapsed = time.monotonic() - t0
     assert elapsed < 15, elapsed
-    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, err[-3000:])
-    assert "Traceback" not in err and "cancelled (SIGTERM" in err, err[-3000:]
+    assert_ended_cleanly(w, 128 + signal.SIGTERM)
+    assert "cancelled (SIGTERM" in w.stderr, w.stderr[-3000:]
     db = tmp_path / "b" / "store.duckdb"
     stored = _count(db, "SELECT count(*) FROM rollouts")
     assert 0 < stored < ref["rollouts_total"]

@@ -19,7 +19,9 @@ _write_plots = files.write_plots
 def _held_write_plots(data: Any, out: Path) -> list[str]:
     held, gate = os.environ.get("LEGIVAL_TEST_REPORT_HELD"), os.environ.get("LEGIVAL_TEST_REPORT_GATE")
     if held and gate:
-        Path(held).write_text(str(out), encoding="utf-8")
+        tmp = Path(held + ".part")
+        tmp.write_text(str(out), encoding="utf-8")
+        tmp.rename(held)  # whole when it appears: the test reads it as soon as it exists
         wake = threading.Event()
         while not os.path.exists(gate):
             wake.wait(0.02)  # the main thread stays interruptible: signal handlers run between waits

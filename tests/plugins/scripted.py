@@ -101,10 +101,10 @@ class _SlowScripted(ScriptedBackend):
     the file `gate` exists (a run held mid-transfer for as long as a test needs, without a clock)."""
 
     def __init__(self, delay_s: float, hold_after: int | None = None, gate: str | None = None,
-                 poison: str | None = None, **kw: Any) -> None:
+                 poison: str | None = None, hold_mark: str | None = None, **kw: Any) -> None:
         super().__init__(**kw)
         self.delay_s = delay_s
-        self.hold_after, self.gate, self.poison = hold_after, gate, poison
+        self.hold_after, self.gate, self.poison, self.hold_mark = hold_after, gate, poison, hold_mark
         self.generate_calls = 0
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Completion]:
@@ -112,24 +112,40 @@ class _SlowScripted(ScriptedBackend):
             raise ValueError("a poisoned prompt (the scripted backend's `poison` option)")
         if self.hold_after is not None and self.generate_calls >= self.hold_after:
             assert self.gate is not None, "hold_after needs a gate file"
-            while not os.path.exists(self.gate):
-                time.sleep(0.02)
+            _wait_for_gate(self.gate, self.hold_mark)
         self.generate_calls += 1
         if self.delay_s:
             time.sleep(self.delay_s * len(requests))
         return super().generate(requests)
 
 
+def _wait_for_gate(gate: str, mark: str | None) -> None:
+    """Say where we are (`mark`, a file), then wait until the file `gate` exists: an engine held for as
+    long as a test needs (a cancel kills its process; nothing else releases it)."""
+    if mark:
+        with open(mark, "a", encoding="utf-8") as f:
+            f.write("held\n")
+    while not os.path.exists(gate):
+        time.sleep(0.02)
+
+
 @register("backend", "scripted-demo", meta=BackendInfo(dtypes=("float32", "bfloat16")))
 def make_scripted_demo(model: str | None = None, dtype: str | None = None, delay_s: float = 0.0,
                        context_length: int = 4096, hold_after: int | None = None, gate: str | None = None,
-                       poison: str | None = None, **_: Any) -> ScriptedBackend:
+                       poison: str | None = None, hold_load: bool = False, hold_mark: str | None = None,
+                       **_: Any) -> ScriptedBackend:
     """`scripted-demo`: a deterministic student/teacher for fast orchestration tests.
 
     The continuation is a pure function of the rendered prompt (the real pipeline grades it), so an
     interrupted and resumed run must store exactly the rows of an uninterrupted one. `delay_s` sleeps
     per request (for tests about timing); `hold_after` + `gate` hold the engine after that many calls
-    until the gate file exists (a run to interrupt mid-transfer); `poison`: a call whose prompt holds
-    this text raises (a unit that fails alone). Execution options, not part of the key."""
-    return _SlowScripted(delay_s, hold_after=hold_after, gate=gate, poison=poison, script=demo_script,
+    until the gate file exists (a run to interrupt mid-transfer); `hold_load`: the engine's model load
+    holds the same way (a run to interrupt while its engines start); `hold_mark`: a file written when
+    it holds; `poison`: a call whose prompt holds this text raises (a unit that fails alone).
+    Execution options, not part of the key."""
+    if hold_load:
+        assert gate is not None, "hold_load needs a gate file"
+        _wait_for_gate(gate, hold_mark)
+    return _SlowScripted(delay_s, hold_after=hold_after, gate=gate, poison=poison, hold_mark=hold_mark,
+                         script=demo_script,
                          context_length=context_length, model_id="scripted-demo")
