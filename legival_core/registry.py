@@ -26,11 +26,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
-Kind = Literal["dataset", "grader", "metric", "quality", "backend", "judge", "stage"]
+Kind = Literal["dataset", "grader", "metric", "quality", "backend", "judge", "stage", "format"]
 KINDS: tuple[str, ...] = get_args(Kind)
 
 BUILTIN_PACKAGES: tuple[str, ...] = (
     "legival_core.datasets",
+    "legival_core.grading.sources",
     "legival_core.metrics",
     "legival_core.quality.groups",
     "legival_core.backends",

@@ -21,6 +21,15 @@ def add_teacher(
     model: Annotated[str | None, typer.Option("--model", help="Model id to generate traces with.")] = None,
     backend: Annotated[str, typer.Option(help="With --model: a registered backend (`legival list backends`).")] = "vllm",
     select: Annotated[str | None, typer.Option(help="With --traces: keep only records whose `model` field is this.")] = None,
+    source: Annotated[str, typer.Option(
+        "--from", help="With --traces: what the files are (auto, or a format of `legival list formats`).")] = "auto",
+    dataset: Annotated[str | None, typer.Option(help="With --traces: the dataset, when the source does not name it.")
+                       ] = None,
+    mapping: Annotated[str | None, typer.Option(
+        "--map", help="With --traces: columns as trace fields (reasoning=response,problem=question).")] = None,
+    requests: Annotated[Path | None, typer.Option(help="With --traces: an OpenAI batch input file.")] = None,
+    problems: Annotated[Path | None, typer.Option(help="With --traces: the dataset's problems file (gold answers).")
+                        ] = None,
     spec: Annotated[Path, typer.Option("--spec", help="Benchmark spec to edit.")] = Path("examples/demo.yaml"),
     prefect_file: Annotated[Path, typer.Option("--prefect-file", help="prefect.yaml to regenerate.")] = Path("prefect.yaml"),
     deploy: Annotated[bool, typer.Option("--deploy", help="Also run `prefect deploy` for the new deployment.")] = False,
@@ -50,7 +59,10 @@ def add_teacher(
             fail(f"trace file(s) not found: {', '.join(missing)}")
         refs = [_relative(p.resolve(), base) for p in traces]
         body = [f"traces: [{', '.join(_q(r) for r in refs)}]"] + ([f"select: {_q(select)}"] if select else [])
+        body += _source_lines(source, dataset, mapping, requests, problems, base)
     else:
+        if source != "auto" or dataset or mapping or requests or problems:
+            fail("--from, --dataset, --map, --requests and --problems describe trace files: they need --traces")
         body = [f"generate: {{backend: {backend}, model: {_q(str(model))}}}"]
     text = spec.read_text(encoding="utf-8")
     new_text = insert_teacher(text, name, body)
@@ -83,6 +95,26 @@ def add_teacher(
         deployed = True
     emit_summary({"command": "add-teacher", "teacher": name, "spec": str(spec), "prefect_file": str(written),
                   "deployment": dep, "deployed": deployed})
+
+
+def _source_lines(source: str, dataset: str | None, mapping: str | None, requests: Path | None,
+                  problems: Path | None, base: Path) -> list[str]:
+    """The teacher's trace-source keys (`format`, `dataset`, `map`, `requests`, `problems`) as spec lines."""
+    from legival_core.grading.sources import parse_mapping
+
+    try:
+        pairs = parse_mapping(mapping)
+    except ValueError as e:
+        fail(str(e))
+    lines = [f"format: {_q(source)}"] if source != "auto" else []
+    lines += [f"dataset: {_q(dataset)}"] if dataset else []
+    lines += [f"map: {{{', '.join(f'{_q(a)}: {_q(b)}' for a, b in pairs)}}}"] if pairs else []
+    for key, path in (("requests", requests), ("problems", problems)):
+        if path is not None:
+            if not path.is_file():
+                fail(f"--{key} {path}: file not found")
+            lines.append(f"{key}: {_q(_relative(path.resolve(), base))}")
+    return lines
 
 
 def _q(s: str) -> str:

@@ -16,8 +16,20 @@ from legival_core.spec import Ingest, default_of
 @app.command()
 def ingest(
     files: Annotated[list[Path], typer.Argument(
-        help="Trace files: JSONL (plain, gzip- or zstd-compressed, told by content) or Parquet.")],
+        help="Trace files: Legi-Val's JSONL (plain, gzip- or zstd-compressed, told by content) or Parquet, or "
+             "the files of evaluation tools (--from).")],
     db: DbOption,
+    source: Annotated[str, typer.Option(
+        "--from", help="What the files are: auto (told by their content) or a format of `legival list formats` "
+                       "(legival, inspect, lm-eval, hf, openai).")] = "auto",
+    dataset: Annotated[str | None, typer.Option(
+        help="The dataset of every trace, when the source does not say it in a way Legi-Val knows.")] = None,
+    mapping: Annotated[str | None, typer.Option(
+        "--map", help="Columns of a table source as trace fields: reasoning=response,problem=question,...")] = None,
+    requests: Annotated[Path | None, typer.Option(
+        help="An OpenAI batch input file (the questions of a batch output file).")] = None,
+    problems: Annotated[Path | None, typer.Option(
+        help="The dataset's problems in its own format (the gold answers of a source that lacks them).")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and list bad lines instead of stopping.")] = False,
     teacher: Annotated[str | None, typer.Option(help="Teacher name for every trace (default: the 'model' field).")] = None,
     max_trace_bytes: Annotated[int, typer.Option(
@@ -28,22 +40,31 @@ def ingest(
         "instead of refusing the line; repaired records are counted.")] = False,
 ) -> None:
     """Import trace files and re-grade every trace with Legi-Val's graders."""
+    from legival_core.grading.sources import SourceOptions, parse_mapping
     from legival_core.stages.ingest import IngestError, ingest_file
     from legival_core.store import StoreError
 
     limits = settings(Ingest, max_trace_bytes=max_trace_bytes, repair_text=repair_text)
+    try:
+        options = SourceOptions(dataset=dataset, mapping=parse_mapping(mapping), requests=requests,
+                                problems=problems, teacher=teacher)
+    except ValueError as e:
+        fail(str(e))
 
     t0 = time.perf_counter()
     results = []
     with open_store(db, create=True) as store, progress_bar("ingest") as advance:
         for f in files:
             try:
-                s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance, limits=limits)
+                s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance, limits=limits,
+                                fmt=source, options=options)
             except IngestError as e:
                 fail(f"{e} (nothing from this file was stored)")
             except StoreError as e:
                 fail(str(e))
             results.append(s)
+            if source == "auto" and s.format != "legival":
+                err_console.print(f"{f}: read as {s.format} (--from auto)", markup=False, highlight=False, soft_wrap=True)
             for bad in [*s.bad_lines, *s.too_large]:
                 err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
             for warning in s.warnings:

@@ -1,5 +1,5 @@
 """`legival list [KIND]`: what the registry holds (datasets, graders, metrics, quality groups, backends,
-judges, stages)."""
+judges, stages, trace formats)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from legival.app import app
 from legival.console import emit_summary, fail, out_console
 
 _PLURAL = {"datasets": "dataset", "graders": "grader", "metrics": "metric", "quality": "quality",
-           "backends": "backend", "judges": "judge", "stages": "stage"}
+           "backends": "backend", "judges": "judge", "stages": "stage", "formats": "format"}
 _LABEL = {"quality": "quality groups"}
 """How a kind is headed and keyed in the summary (default: the kind + "s")."""
 
@@ -19,7 +19,7 @@ _LABEL = {"quality": "quality groups"}
 @app.command("list")
 def list_registry(
     kind: Annotated[str | None, typer.Argument(help="datasets | graders | metrics | quality | backends | judges | stages "
-                                                    "(default: all)")] = None,
+                                                    "| formats (default: all)")] = None,
 ) -> None:
     """Print every registered entry with its one-line description (metrics: unit and direction)."""
     from legival_core.registry import KINDS, entries
@@ -58,6 +58,11 @@ def _row(kind: str, e: Any) -> dict[str, str]:
         row["command"] = getattr(meta, "command", "")
         if meta.needs:
             row["needs"] = ", ".join(meta.needs)
+    elif kind == "format":
+        row["unit"] = meta.unit if isinstance(meta.unit, str) else "line or row"
+        row["needs"] = f"pip install 'legival[{meta.extra}]'" if meta.extra else "the base install"
+        if meta.options:
+            row["options"] = ", ".join("--map" if o == "mapping" else f"--{o}" for o in meta.options)
     elif kind == "quality":
         row["metrics"] = ", ".join(e.obj.metric_names)
         row["datasets"] = ", ".join(e.obj.datasets) if e.obj.datasets else "every dataset"
@@ -74,7 +79,8 @@ def _print(kind: str, rows: list[dict[str, str]]) -> None:
     for r in rows:
         head = "  ".join(r.get(k, "").ljust(width[k]) for k in keys)
         tail = r["description"]
-        extra = [f"{k} {r[k]}" for k in ("section", "stage", "metrics", "datasets", "needs", "aliases") if r.get(k)]
+        extra = [f"{k} {r[k]}" for k in ("section", "stage", "metrics", "datasets", "needs", "options", "aliases")
+                 if r.get(k)]
         if extra:
             tail += f" ({'; '.join(extra)})"
         out_console.print(f"  {head}  {tail}", markup=False, highlight=False, soft_wrap=True)

@@ -40,6 +40,10 @@ class DatasetSpec:
     grader_version: str = "1"
     judge_rubric: str = ""
     """The backtracking judge's system prompt for this dataset ("" : the judge skips its traces)."""
+    task_patterns: tuple[str, ...] = ()
+    """Names evaluation tools give this dataset's tasks (fnmatch patterns, lower case: Inspect AI's
+    `inspect_evals/gsm8k`, lm-evaluation-harness's `minerva_math_algebra`...), so that their logs are read
+    as this dataset without `--dataset` (`grading.sources.dataset_of_task`)."""
 
     def load(self, path: Path, fmt: str | None = None) -> Iterator[Problem]:
         if fmt is None:

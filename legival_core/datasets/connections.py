@@ -210,6 +210,7 @@ SPEC = register_dataset(
     DatasetSpec(
         judge_rubric=JUDGE_RUBRIC,
         name="connections",
+        task_patterns=("connections*", "nyt*connections*", "*/connections*"),
         grader=AnswerGrader(connections_answers, judge),
         loaders={"jsonl": load_connections},
         aliases=("nyt-connections", "nyt_connections"),

@@ -156,6 +156,7 @@ SPEC = register_dataset(
     DatasetSpec(
         judge_rubric=JUDGE_RUBRIC,
         name="gpqa",
+        task_patterns=("gpqa*", "*/gpqa*", "leaderboard_gpqa*"),
         grader=AnswerGrader(partial(letter_answers, letters=LETTERS), judge),
         loaders={"csv": load_gpqa_csv},
         aliases=("gpqa-diamond", "gpqa_diamond"),

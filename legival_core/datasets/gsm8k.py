@@ -106,6 +106,7 @@ SPEC = register_dataset(
     DatasetSpec(
         judge_rubric=JUDGE_RUBRIC,
         name="gsm8k",
+        task_patterns=("gsm8k*", "*/gsm8k*", "leaderboard_gsm8k*"),
         grader=AnswerGrader(find_numbers, judge),
         loaders={"jsonl": load_gsm8k},
         system_prompt=SYSTEM_PROMPT,

@@ -124,6 +124,7 @@ SPEC = register_dataset(
     DatasetSpec(
         judge_rubric=JUDGE_RUBRIC,
         name="lsat",
+        task_patterns=("lsat*", "agieval_lsat*", "*/lsat*", "*/agieval_lsat*"),
         grader=AnswerGrader(partial(letter_answers, letters=LETTERS), judge),
         loaders={"jsonl": load_agieval_jsonl},
         system_prompt=SYSTEM_PROMPT,

@@ -129,6 +129,7 @@ SPEC = register_dataset(
     DatasetSpec(
         judge_rubric=JUDGE_RUBRIC,
         name="math",
+        task_patterns=("minerva_math*", "hendrycks_math*", "math_*", "*/math", "*/math_*", "leaderboard_math*", "competition_math*"),
         grader=AnswerGrader(find_math, judge),
         loaders={"jsonl": load_math},
         aliases=("math500", "math-500"),

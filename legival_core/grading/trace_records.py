@@ -25,7 +25,8 @@ from legival_core.types import Grade, Problem, Trace, canonical_json
 
 
 class IngestError(ValueError):
-    """A bad input line: names the file, the line (or Parquet row) and the field."""
+    """A bad input line: names the file, the line (or Parquet row, or a source's sample: `unit`) and the
+    field."""
 
     def __init__(self, file: str, line: int, field: str, message: str, unit: str = "line") -> None:
         self.file, self.line, self.field, self.message, self.unit = file, line, field, message, unit
@@ -33,7 +34,7 @@ class IngestError(ValueError):
             super().__init__(f"{file}: {message}")
         else:
             super().__init__(f"{file}:{line}: field '{field}': {message}" if unit == "line" else
-                             f"{file} row {line}: field '{field}': {message}")
+                             f"{file} {unit} {line}: field '{field}': {message}")
 
 
 MAX_TRACE_BYTES = 2_000_000

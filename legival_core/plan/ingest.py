@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from legival_core.grading.sources import OWN, choose
 from legival_core.grading.trace_records import (
     IngestError,
     ParsedLine,
@@ -46,11 +47,23 @@ def ingest_spec_files(store: Store, teachers: Sequence[Teacher], limits: Ingest)
     """Store the trace files of `teachers` (those without `generate:`), in the spec's order, as
     `ingest_spec_file` of each would."""
     files = [(Path(path), t.name, t.select) for t in teachers if t.generate is None for path in t.traces]
+    own = all(_own_format(Path(p), t.format) for t in teachers if t.generate is None for p in t.traces)
     with tempfile.TemporaryDirectory(prefix="legival-plan-ingest-") as tmp:
-        if files and _together(store, files, limits, Path(tmp)):
+        if files and own and _together(store, files, limits, Path(tmp)):
             return
-    for path, teacher, select in files:
-        ingest_spec_file(store, path, teacher, select, limits)
+    for t in teachers:
+        if t.generate is None:
+            for path in t.traces:
+                ingest_spec_file(store, Path(path), t.name, t.select, limits, t.format, t.source_options())
+
+
+def _own_format(path: Path, fmt: str) -> bool:
+    """Read as Legi-Val's own trace records (the batched path reads only those); an unreadable file
+    goes the one-by-one way, which names it."""
+    try:
+        return choose(path, fmt) == OWN
+    except IngestError:
+        return False
 
 
 def _together(store: Store, files: list[File], limits: Ingest, tmp: Path) -> bool:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from legival_core.grading.sources import AUTO, OWN, SourceOptions, parse_mapping
 from legival_core.spec.base import SpecError, Strict, check_files, check_name, registered_name, resolve_path
 
 
@@ -85,12 +86,52 @@ class Generation(Strict):
 
 class Teacher(Strict):
     """A teacher: trace files to ingest (optionally only the records whose `model` field is
-    `select`, for files that hold several models), or a generation backend."""
+    `select`, for files that hold several models), or a generation backend. Trace files are read as
+    `format` (`auto`: told by their content; or a format of `legival list formats`: an Inspect AI log,
+    lm-evaluation-harness samples, a Hugging Face dataset, an OpenAI batch output), with the source's
+    options: `dataset` (when the source does not name it), `map` ({trace field: column}), `requests`
+    (an OpenAI batch input file), `problems` (the dataset's problems file, for the gold answers)."""
 
     name: str = Field(min_length=1)
     traces: list[Path] = Field(default_factory=list)
     select: str | None = None
     generate: Generation | None = None
+    format: str = "auto"
+    dataset: str | None = None
+    map: dict[str, str] = Field(default_factory=dict)
+    requests: Path | None = None
+    problems: Path | None = None
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        return v if v == AUTO else registered_name("format", v)
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v: str | None) -> str | None:
+        return v if v is None else registered_name("dataset", v)
+
+    @field_validator("map")
+    @classmethod
+    def _map(cls, v: dict[str, str]) -> dict[str, str]:
+        parse_mapping(",".join(f"{k}={c}" for k, c in v.items()))  # the same checks as `--map`
+        return v
+
+    @field_validator("requests", "problems")
+    @classmethod
+    def _source_file(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        if v is None:
+            return None
+        p = resolve_path(v, info)
+        if check_files(info) and not p.is_file():
+            raise ValueError(f"file not found: {p}")
+        return p
+
+    def source_options(self) -> SourceOptions:
+        """What the trace source reads besides a file (`grading.sources.SourceOptions`)."""
+        return SourceOptions(dataset=self.dataset, mapping=tuple(self.map.items()), requests=self.requests,
+                             problems=self.problems, teacher=self.name)
 
     @field_validator("name")
     @classmethod
@@ -113,4 +154,11 @@ class Teacher(Strict):
             raise ValueError(f"teacher {self.name!r}: give exactly one of `traces: [FILE, ...]` or `generate: {{...}}`")
         if self.select is not None and not self.traces:
             raise ValueError(f"teacher {self.name!r}: `select` filters trace files; it needs `traces`")
+        if self.select is not None and self.format not in (AUTO, OWN):
+            raise ValueError(f"teacher {self.name!r}: `select` keeps the records of one model in Legi-Val's own "
+                             f"trace files; a {self.format} source holds one teacher (drop `select`)")
+        if self.generate is not None and (self.format != AUTO or self.dataset or self.map or self.requests
+                                          or self.problems):
+            raise ValueError(f"teacher {self.name!r}: `format`, `dataset`, `map`, `requests` and `problems` "
+                             "describe trace files; a generating teacher has none")
         return self

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from legival_core.grading.input_files import InputFileError
+from legival_core.grading.sources import AUTO, OWN, SourceOptions, read_source
 from legival_core.grading.trace_records import (
     IngestError,
     ParsedLine,
@@ -59,6 +60,8 @@ __all__ = ["IngestError", "IngestStage", "IngestSummary", "ParsedLine", "TraceRe
 @dataclass(slots=True)
 class IngestSummary:
     file: str
+    format: str = OWN
+    """The trace source the file was read as (`grading.sources`; `auto` says what it chose)."""
     lines: int = 0
     new_traces: int = 0
     already_stored: int = 0
@@ -81,6 +84,7 @@ class IngestSummary:
     def as_dict(self) -> dict[str, Any]:
         return {
             "file": self.file,
+            "format": self.format,
             "lines": self.lines,
             "new_traces": self.new_traces,
             "already_stored": self.already_stored,
@@ -119,17 +123,22 @@ class IngestStage:
     limits: Ingest = DEFAULT_INGEST
     """The input boundary's limits (the spec's `ingest:` section, the command's options)."""
     name: str = "ingest"
+    fmt: str = AUTO
+    """The trace source to read `path` with (`grading.sources`: `auto` sniffs)."""
+    options: SourceOptions = SourceOptions()
 
     def plan(self, store: Store) -> Plan[ParsedLine, IngestSummary]:
         name = str(self.path)
-        src = None if self.records is not None else open_trace_file(self.path)
-        unit = "row" if src is not None and src.format.kind == "parquet" else "line"
-        summary = IngestSummary(file=name)
+        if self.records is not None:
+            fmt, unit, records = OWN, "line", numbered(self.records)
+        else:
+            fmt, unit, records = read_source(self.path, self.fmt, self.options)
+        summary = IngestSummary(file=name, format=fmt)
         lines: list[ParsedLine] = []
         errors: list[IngestError] = []
         too_large: list[UnitFailure] = []
-        with src or nullcontext():
-            for line, rec in numbered(self.records or ()) if src is None else read_records(src):
+        with nullcontext():
+            for line, rec in records:
                 summary.lines += 1
                 try:
                     if isinstance(rec, IngestError):
@@ -140,9 +149,10 @@ class IngestStage:
                     too_large.append(_skipped(e, rec, self.teacher))
                 except IngestError as e:
                     errors.append(e)
-        if src is not None and summary.lines == 0:
+        if self.records is None and summary.lines == 0:
             summary.warnings.append(f"{name}: no records (" + ("a Parquet file with 0 rows)" if unit == "row" else
-                                    "the file is empty or holds only blank lines)"))
+                                    "the file is empty or holds only blank lines)" if unit == "line" else
+                                    f"read as {fmt}: it holds no {unit})"))
         with damaged_store_errors(store):
             conflicts = find_conflicts(store, lines, name, unit)
         errors = sorted([*errors, *conflicts.values()], key=lambda e: e.line)
@@ -325,9 +335,14 @@ def ingest_file(
     progress: Callable[[int], None] | None = None,
     executor: Executor | None = None,
     limits: Ingest = DEFAULT_INGEST,
+    fmt: str = AUTO,
+    options: SourceOptions | None = None,
 ) -> IngestSummary:
-    """Ingest one trace file (all or nothing); `progress(n)` advances by each graded chunk."""
-    return run_stage(IngestStage(Path(path), teacher, skip_bad, graded=progress, limits=limits), store, executor)
+    """Ingest one trace file (all or nothing), read as the trace source `fmt` (`grading.sources`:
+    `auto` sniffs); `progress(n)` advances by each graded chunk."""
+    opts = options or SourceOptions(teacher=teacher)
+    return run_stage(IngestStage(Path(path), teacher, skip_bad, graded=progress, limits=limits, fmt=fmt, options=opts),
+                     store, executor)
 
 
 def ingest_records(store: Store | StoreAccess, source: str, records: Iterable[dict[str, Any]],
@@ -381,15 +396,18 @@ def _whole_file_errors() -> Iterator[None]:
 
 
 def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, select: str | None,
-                     limits: Ingest = DEFAULT_INGEST) -> IngestSummary:
-    """A spec teacher's trace file: only its records when `select` is set (`select_records`), errors
-    naming the spec's file and line (never the temporary copy), `file` = the spec's path."""
+                     limits: Ingest = DEFAULT_INGEST, fmt: str = AUTO,
+                     options: SourceOptions | None = None) -> IngestSummary:
+    """A spec teacher's trace file, read as `fmt` with the teacher's source options: only its records
+    when `select` is set (`select_records`, Legi-Val's own files), errors naming the spec's file and line
+    (never the temporary copy), `file` = the spec's path."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
         src = select_records(path, select, Path(tmp)) if select else path
         try:
-            s = ingest_file(store, src, teacher=teacher, limits=limits)
+            s = ingest_file(store, src, teacher=teacher, limits=limits, fmt=fmt,
+                            options=options or SourceOptions(teacher=teacher))
         except IngestError as e:
             if src == path:
                 raise
@@ -425,7 +443,8 @@ def ingest_teacher(store: Store | StoreAccess, teacher: Teacher, limits: Ingest 
         )
     r = TeacherIngest(teacher.name)
     for path in teacher.traces:
-        s = ingest_spec_file(store, path, teacher.name, teacher.select, limits or Ingest())
+        s = ingest_spec_file(store, path, teacher.name, teacher.select, limits or Ingest(), teacher.format,
+                             teacher.source_options())
         r.files.append(s.as_dict())
         r.new_traces += s.new_traces
         r.already_stored += s.already_stored

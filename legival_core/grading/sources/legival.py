@@ -1,0 +1,29 @@
+"""Legi-Val's own trace files: JSONL (plain, gzip or zstd) or Parquet, one record per line or row in
+our schema (docs/CLI.md, `grading.trace_records.TraceRecord`). The format every other source is read
+into; `--from auto` falls back to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from legival_core.grading.sources import OWN, Record, SourceInfo, SourceOptions
+from legival_core.grading.trace_records import is_parquet, open_trace_file, read_records
+from legival_core.registry import register
+
+
+def read_own(path: Path, _options: SourceOptions) -> Iterator[Record]:
+    yield from read_records(open_trace_file(path))
+
+
+def _never(_path: Path) -> bool:
+    return False  # the fallback of `auto`, never sniffed
+
+
+def _unit(path: Path) -> str:
+    return "row" if is_parquet(path) else "line"
+
+
+register("format", OWN, read_own, aliases=("jsonl", "parquet", "own"),
+         description="Legi-Val's own trace records: JSONL (plain, .gz, .zst) or Parquet",
+         meta=SourceInfo(unit=_unit, sniff=_never, description="Legi-Val's own trace records", order=1000))

@@ -1,0 +1,95 @@
+"""The trace-source front door (legival_core/grading/sources): `legival ingest --from`, its options, the
+spec's `format:` and `legival list formats`, on Legi-Val's own format. Each source of another tool has
+its own tests (tests/cli/test_source_*.py), made with that tool."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from legival_core.store import Store
+from tests._cli import legival
+from tests._sql import rows
+from tests.conftest import EXAMPLES
+
+SAMPLE = EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl"
+
+
+@pytest.fixture
+def traces(tmp_path: Path) -> Path:
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:3]), encoding="utf-8")
+    return f
+
+
+def _stored(db: Path) -> list[tuple[object, ...]]:
+    with Store(db, read_only=True) as s:
+        return rows(s, "SELECT teacher, dataset, problem_id, reasoning FROM traces ORDER BY 1, 3")
+
+
+def test_own_format_by_name_and_by_auto_store_the_same(tmp_path: Path, traces: Path) -> None:
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    ra = legival("ingest", str(traces), "--db", str(a))
+    rb = legival("ingest", str(traces), "--db", str(b), "--from", "legival")
+    assert ra.returncode == rb.returncode == 0, ra.stderr + rb.stderr
+    assert ra.summary()["files"][0]["format"] == rb.summary()["files"][0]["format"] == "legival"
+    assert "read as" not in ra.stderr  # auto says what it chose only when it is not our own format
+    assert _stored(a) == _stored(b) and len(_stored(a)) == 3
+
+
+@pytest.mark.parametrize(("args", "expect"), [
+    (("--from", "inspektor"), "unknown format 'inspektor' (--from): the formats are auto"),
+    (("--map", "reasoning"), "--map: 'reasoning' is not FIELD=COLUMN"),
+    (("--map", "thoughts=x"), "--map: 'thoughts' is not a trace field"),
+    (("--map", "reasoning=a,reasoning=b"), "--map: 'reasoning' is mapped twice"),
+    (("--requests", "r.jsonl"), "which takes no --requests"),
+    (("--dataset", "gsm8k"), "which takes no --dataset"),
+])
+def test_bad_source_options_are_one_line(tmp_path: Path, traces: Path, args: tuple[str, ...], expect: str) -> None:
+    (tmp_path / "r.jsonl").write_text("{}\n")
+    r = legival("ingest", str(traces), "--db", str(tmp_path / "s.duckdb"), *args, cwd=tmp_path)
+    r.error(expect)
+    assert not (tmp_path / "s.duckdb").exists() or not _stored(tmp_path / "s.duckdb")
+
+
+def test_list_formats_names_each_source_and_its_install() -> None:
+    r = legival("list", "formats")
+    assert r.returncode == 0, r.stderr
+    assert "legival" in r.summary()["formats"]
+    assert "the base install" in r.stdout
+
+
+def test_a_spec_teacher_takes_format_and_the_source_options(tmp_path: Path, traces: Path) -> None:
+    base = {"store": "s.duckdb", "datasets": ["gsm8k"], "report": {"out": "report"}}
+    ok = {**base, "teachers": [{"name": "t", "traces": [str(traces)], "format": "legival"}]}
+    (tmp_path / "ok.yaml").write_text(yaml.safe_dump(ok))
+    assert legival("plan", str(tmp_path / "ok.yaml")).returncode == 0
+    for teacher, field in [
+        ({"name": "t", "traces": [str(traces)], "format": "nope"}, "teachers.0.format"),
+        ({"name": "t", "traces": [str(traces)], "dataset": "nope"}, "teachers.0.dataset"),
+        ({"name": "t", "traces": [str(traces)], "map": {"thoughts": "x"}}, "teachers.0.map"),
+        ({"name": "t", "traces": [str(traces)], "requests": "missing.jsonl"}, "teachers.0.requests"),
+        ({"name": "t", "generate": {"backend": "scripted-demo", "model": "m"}, "format": "legival"}, "teachers.0"),
+    ]:
+        (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**base, "teachers": [teacher]}))
+        r = legival("plan", str(tmp_path / "bad.yaml"))
+        r.error("bad.yaml")
+        assert f"  {field}" in r.stderr, (field, r.stderr)
+
+
+def test_add_teacher_writes_the_source_keys(tmp_path: Path, traces: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"store": "s.duckdb", "datasets": ["gsm8k"], "report": {"out": "r"},
+                                    "teachers": [{"name": "a", "traces": [str(traces)]}]}))
+    r = legival("add-teacher", "b", "--traces", str(traces), "--from", "legival", "--spec", str(spec),
+                "--prefect-file", str(tmp_path / "prefect.yaml"))
+    assert r.returncode == 0, r.stderr
+    (b,) = [t for t in yaml.safe_load(spec.read_text())["teachers"] if t["name"] == "b"]
+    assert b["format"] == "legival"
+    bad = legival("add-teacher", "c", "--model", "m", "--from", "inspect", "--spec", str(spec),
+                  "--prefect-file", str(tmp_path / "prefect.yaml"))
+    bad.error("need --traces")
+    assert json.loads(json.dumps(yaml.safe_load(spec.read_text())))["teachers"][-1]["name"] == "b"
