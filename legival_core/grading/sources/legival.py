@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from legival_core.grading.sources import OWN, Record, SourceInfo, SourceOptions
-from legival_core.grading.trace_records import is_parquet, open_trace_file, read_records
+from legival_core.grading.trace_records import IngestError, is_parquet, open_trace_file, read_records
 from legival_core.registry import register
 
 
@@ -21,7 +21,14 @@ def _never(_path: Path) -> bool:
 
 
 def _unit(path: Path) -> str:
-    return "row" if is_parquet(path) else "line"
+    """A row of a Parquet file (told by its content, as the reader tells it), else a line."""
+    if not is_parquet(path):
+        return "line"
+    try:
+        with open_trace_file(path) as src:
+            return "row" if src.format.kind == "parquet" else "line"
+    except IngestError:  # the reader says what is wrong with it
+        return "row"
 
 
 register("format", OWN, read_own, aliases=("jsonl", "parquet", "own"),
