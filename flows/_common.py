@@ -7,21 +7,24 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from legival_core.spec import BenchmarkSpec, Execution, Teacher, load_spec
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _depth = 0
 _depth_lock = threading.Lock()
 
 
-def ends_cancelled(fn: Callable[..., Any]) -> Callable[..., Any]:
+def ends_cancelled(fn: Callable[P, R]) -> Callable[P, R]:
     """A flow body whose cancel (`Cancelled`: a signal, the Prefect UI's Cancel) ends the flow run in
     Prefect's Cancelled state, not Failed (put it under `@flow`)."""
     import functools
 
     @functools.wraps(fn)
-    def body(*args: Any, **kwargs: Any) -> Any:
+    def body(*args: P.args, **kwargs: P.kwargs) -> Any:
         from legival_core.stages.cancel import Cancelled
 
         try:

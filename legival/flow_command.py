@@ -19,8 +19,8 @@ from typing import Any
 from legival.console import fail, progress_bar
 
 
-def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, argv: list[str],
-             db: str | None = None) -> dict[str, Any]:
+def run_flow(name: str, call: Callable[[Any], Any], command: str, argv: list[str],
+             db: str | None = None) -> Any:
     """`call(flow)` with the flow `flows.<name>.<name>`, imported while the Prefect server starts; the
     flow's summary. A cancel stops at a batch boundary and exits as cancelled. A run whose stages
     failed for known outside reasons (`StagesFailed`) returns its summary with `failed_stages` (the
@@ -75,7 +75,7 @@ def run_flow(name: str, call: Callable[[Any], dict[str, Any]], command: str, arg
     return summary
 
 
-def _on_a_thread(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _on_a_thread(fn: Callable[[], Any]) -> Any:
     """`fn()` on a thread of its own (module docstring); its result, or what it raised, here."""
     outcome: dict[str, Any] = {}
 
@@ -90,7 +90,7 @@ def _on_a_thread(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     thread.join()
     if "error" in outcome:
         raise outcome["error"]
-    return dict(outcome["value"])
+    return outcome["value"]
 
 
 def exit_if_stages_failed(summary: dict[str, Any]) -> None:

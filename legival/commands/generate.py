@@ -105,14 +105,12 @@ def _from_spec(spec_file: Path, db: Path | None, teacher: str | None) -> None:
     names = [teacher] if teacher else None
     _, db_path = prepare_spec_run(spec_file, db, names, only_generating=True)
 
-    from flows.generate import generate as generate_flow
+    from legival.flow_command import run_flow
 
-    try:
-        results = generate_flow(spec=str(spec_file.resolve()), db=str(db_path), teachers=names)
-    except Exception as e:  # the flow failed: one readable line, the traceback in a crash log
-        from legival.crash import failure
-
-        fail(*failure(e, ["generate", "--spec", str(spec_file), "--db", str(db_path)], "generate"))
+    # the run's path: the cancel, the processes it starts, the error boundary and the run's log
+    results = run_flow("generate", lambda flow: flow(spec=str(spec_file.resolve()), db=str(db_path), teachers=names),
+                       f"legival generate --spec {spec_file}", ["generate", "--spec", str(spec_file), "--db",
+                                                                 str(db_path)], db=str(db_path))
     emit_summary({"command": "generate", "spec": str(spec_file), "db": str(db_path), "teachers": len(results),
                   "generated": sum(r["generated"] for r in results),
                   "new_traces": sum(r["new_traces"] for r in results),
