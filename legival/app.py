@@ -220,13 +220,14 @@ _CREATED: set[Path] = set()
 """Stores this process created (`prepare_spec_run`): `discard_if_unused` may remove them again."""
 
 
-def discard_if_unused(db_path: Path) -> None:
-    """A run refused after `prepare_spec_run` created its store (a trace file gone, a second run
-    holding...) leaves no store behind: remove the file when this process created it and nothing was
-    stored in it. A store that holds anything, or that existed before, is never touched."""
+def discard_if_unused(db_path: Path, created: bool | None = None) -> None:
+    """A command refused after it created its store (a trace file gone, a second run holding it, a bad
+    first file) leaves no store behind: remove the file when this process created it (`created`, else
+    what `prepare_spec_run` recorded) and nothing was stored in it. A store that holds anything, or
+    that existed before, is never touched."""
     from legival_core.store import Store, StoreError
 
-    if db_path not in _CREATED or not db_path.exists():
+    if not (created if created is not None else db_path in _CREATED) or not db_path.exists():
         return
     try:
         with Store(db_path, read_only=True) as store:

@@ -53,31 +53,38 @@ def ingest(
 
     t0 = time.perf_counter()
     results = []
-    with open_store(db, create=True) as store, progress_bar("ingest") as advance:
-        for f in files:
-            try:
-                s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance, limits=limits,
-                                fmt=source, options=options)
-            except IngestError as e:
-                fail(f"{e} (nothing from this file was stored)")
-            except StoreError as e:
-                fail(str(e))
-            results.append(s)
-            if source == "auto" and s.format != "legival":
-                err_console.print(f"{f}: read as {s.format} (--from auto)", markup=False, highlight=False, soft_wrap=True)
-            for bad in [*s.bad_lines, *s.too_large]:
-                err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
-            for warning in s.warnings:
-                err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
-            out_console.print(
-                f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
-                f"{s.duplicate_records} duplicate records, {len(s.bad_lines)} bad lines skipped, "
-                f"{len(s.too_large)} too large skipped, {s.repaired_text} repaired, "
-                f"{s.disagreements} label disagreements",
-                markup=False, highlight=False, soft_wrap=True,
-            )
-            for ex in s.disagreement_examples[:5]:
-                out_console.print(f"  disagreement: {ex}", markup=False, highlight=False, soft_wrap=True)
+    existed = db.exists()
+    try:
+        with open_store(db, create=True) as store, progress_bar("ingest") as advance:
+            for f in files:
+                try:
+                    s = ingest_file(store, f, skip_bad=skip_bad, teacher=teacher, progress=advance, limits=limits,
+                                    fmt=source, options=options)
+                except IngestError as e:
+                    fail(f"{e} (nothing from this file was stored)")
+                except StoreError as e:
+                    fail(str(e))
+                results.append(s)
+                if source == "auto" and s.format != "legival":
+                    err_console.print(f"{f}: read as {s.format} (--from auto)", markup=False, highlight=False, soft_wrap=True)
+                for bad in [*s.bad_lines, *s.too_large]:
+                    err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
+                for warning in s.warnings:
+                    err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+                out_console.print(
+                    f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
+                    f"{s.duplicate_records} duplicate records, {len(s.bad_lines)} bad lines skipped, "
+                    f"{len(s.too_large)} too large skipped, {s.repaired_text} repaired, "
+                    f"{s.disagreements} label disagreements",
+                    markup=False, highlight=False, soft_wrap=True,
+                )
+                for ex in s.disagreement_examples[:5]:
+                    out_console.print(f"  disagreement: {ex}", markup=False, highlight=False, soft_wrap=True)
+    except SystemExit:
+        from legival.app import discard_if_unused
+
+        discard_if_unused(db.resolve(), created=not existed)  # refused: no empty store of ours left behind
+        raise
     emit_summary({
         "command": "ingest",
         "files": [r.as_dict() for r in results],

@@ -285,13 +285,18 @@ def test_an_unwritable_output_place_is_an_error_before_any_work(db: Path, tmp_pa
 
 
 def test_report_on_a_store_without_traces_says_what_to_do(tmp_path: Path) -> None:
-    """A first ingest that was refused leaves an empty store; `report` on it (the order a new user may
-    try) is one error line pointing at ingest or run, not a plotting traceback, and writes no file."""
+    """A first ingest that was refused leaves no store behind (it created it and stored nothing); an
+    empty store (one made another way) given to `report` (the order a new user may try) is one error
+    line pointing at ingest or run, not a plotting traceback, and writes no file."""
     bad = tmp_path / "no_model.jsonl"
     bad.write_text(json.dumps({"dataset": "gsm8k", "problem_id": "gsm8k-test-1", "problem": "q",
                                "gold_answer": "1", "reasoning": "r.", "response": "\\boxed{1}"}) + "\n")
     db = tmp_path / "s.duckdb"
     assert_error(legival("ingest", str(bad), "--db", str(db)), "no_model.jsonl:1", "'model'")
+    assert not db.exists()
+    assert_error(legival("report", "--db", str(db), "--out", str(tmp_path / "rep")), "no such store", "legival ingest")
+    with Store(db):
+        pass  # an empty store
     line = assert_error(legival("report", "--db", str(db), "--out", str(tmp_path / "rep")), "no traces stored yet",
                         "legival ingest FILE --db")
     assert str(db) in line
