@@ -67,14 +67,16 @@ def ingest(
                 results.append(s)
                 if source == "auto" and s.format != "legival":
                     err_console.print(f"{f}: read as {s.format} (--from auto)", markup=False, highlight=False, soft_wrap=True)
-                for bad in [*s.bad_lines, *s.too_large]:
+                for bad in [*s.bad_lines, *s.too_large, *s.skipped]:
                     err_console.print(f"skipped: {bad}", markup=False, highlight=False, soft_wrap=True)
                 for warning in s.warnings:
                     err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
                 out_console.print(
                     f"{f}: {s.new_traces} new traces, {s.already_stored} already stored, "
                     f"{s.duplicate_records} duplicate records, {len(s.bad_lines)} bad lines skipped, "
-                    f"{len(s.too_large)} too large skipped, {s.repaired_text} repaired, "
+                    f"{len(s.too_large)} too large skipped, "
+                    + (f"{len(s.skipped)} skipped by the source (no trace in them), " if s.skipped else "")
+                    + f"{s.repaired_text} repaired, "
                     f"{s.disagreements} label disagreements",
                     markup=False, highlight=False, soft_wrap=True,
                 )
@@ -93,6 +95,7 @@ def ingest(
         "duplicate_records": sum(r.duplicate_records for r in results),
         "bad_lines": sum(len(r.bad_lines) for r in results),
         "too_large": sum(len(r.too_large) for r in results),
+        "skipped": sum(len(r.skipped) for r in results),
         "repaired_text": sum(r.repaired_text for r in results),
         "label_disagreements": sum(r.disagreements for r in results),
         "wall_s": round(time.perf_counter() - t0, 3),

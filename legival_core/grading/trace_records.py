@@ -64,6 +64,11 @@ class TraceTooLarge(IngestError):
     """A record over `ingest.max_trace_bytes`: skipped and counted, never stored (not a bad line)."""
 
 
+class SkippedUnit(IngestError):
+    """A unit the source itself says holds no trace (an OpenAI batch request that failed): skipped and
+    counted with its reason, never stored and not a bad line (no `--skip-bad` needed)."""
+
+
 def file_error(file: str, message: str) -> IngestError:
     """An error about the whole file (it cannot be read at all), not one of its lines."""
     return IngestError(file, 0, "<file>", message, unit="file")

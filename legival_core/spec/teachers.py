@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from legival_core.grading.sources import AUTO, OWN, SourceOptions, parse_mapping
+from legival_core.grading.sources import AUTO, OWN, SourceOptions, input_present, parse_mapping
+from legival_core.registry import UnknownName
 from legival_core.spec.base import SpecError, Strict, check_files, check_name, registered_name, resolve_path
 
 
@@ -93,10 +94,11 @@ class Teacher(Strict):
     (an OpenAI batch input file), `problems` (the dataset's problems file, for the gold answers)."""
 
     name: str = Field(min_length=1)
+    format: str = "auto"
+    """Before `traces`: their check asks the format what an input of it is."""
     traces: list[Path] = Field(default_factory=list)
     select: str | None = None
     generate: Generation | None = None
-    format: str = "auto"
     dataset: str | None = None
     map: dict[str, str] = Field(default_factory=dict)
     requests: Path | None = None
@@ -143,7 +145,11 @@ class Teacher(Strict):
     def _paths(cls, v: list[Path], info: ValidationInfo) -> list[Path]:
         out = [resolve_path(p, info) for p in v]
         if check_files(info):
-            missing = [str(p) for p in out if not p.is_file()]
+            fmt = str((info.data or {}).get("format") or AUTO)
+            try:
+                missing = [str(p) for p in out if not input_present(p, fmt)]
+            except UnknownName:  # the format itself is wrong: its own field says so
+                missing = [str(p) for p in out if not p.exists()]
             if missing:
                 raise ValueError(f"trace file(s) not found: {', '.join(missing)}")
         return out

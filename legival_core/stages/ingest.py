@@ -29,6 +29,7 @@ from legival_core.grading.sources import AUTO, OWN, SourceOptions, read_source
 from legival_core.grading.trace_records import (
     IngestError,
     ParsedLine,
+    SkippedUnit,
     TraceRecord,
     TraceTooLarge,
     dedupe_problems,
@@ -71,6 +72,8 @@ class IngestSummary:
     bad_lines: list[str] = field(default_factory=list)
     too_large: list[str] = field(default_factory=list)
     """Records over `ingest.max_trace_bytes`: skipped (not stored), each with its reason."""
+    skipped: list[str] = field(default_factory=list)
+    """Units the source says hold no trace (a failed batch request): skipped, each with its reason."""
     repaired_text: int = 0
     """Records whose invalid Unicode was replaced by U+FFFD (`ingest.repair_text`)."""
     warnings: list[str] = field(default_factory=list)
@@ -91,6 +94,7 @@ class IngestSummary:
             "new_problems": self.new_problems,
             "duplicate_records": self.duplicate_records,
             "bad_lines": len(self.bad_lines),
+            "skipped": len(self.skipped),
             "too_large": len(self.too_large),
             "repaired_text": self.repaired_text,
             "label_disagreements": self.disagreements,
@@ -147,12 +151,14 @@ class IngestStage:
                 except TraceTooLarge as e:
                     summary.too_large.append(str(e))
                     too_large.append(_skipped(e, rec, self.teacher))
+                except SkippedUnit as e:
+                    summary.skipped.append(str(e))
                 except IngestError as e:
                     errors.append(e)
         if self.records is None and summary.lines == 0:
-            summary.warnings.append(f"{name}: no records (" + ("a Parquet file with 0 rows)" if unit == "row" else
-                                    "the file is empty or holds only blank lines)" if unit == "line" else
-                                    f"read as {fmt}: it holds no {unit})"))
+            summary.warnings.append(f"{name}: no records (" + (
+                f"read as {fmt}: it holds no {unit})" if fmt != OWN else
+                "a Parquet file with 0 rows)" if unit == "row" else "the file is empty or holds only blank lines)"))
         with damaged_store_errors(store):
             conflicts = find_conflicts(store, lines, name, unit)
         errors = sorted([*errors, *conflicts.values()], key=lambda e: e.line)

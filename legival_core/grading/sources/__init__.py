@@ -73,6 +73,8 @@ class SourceInfo:
     order: int = 100
     options: tuple[str, ...] = field(default_factory=tuple)
     """The `SourceOptions` fields it reads (others given to it are refused, not ignored)."""
+    present: Callable[[Path], bool] | None = None
+    """Whether an input it reads is there (default: a file): a directory, `DIR:SPLIT`... (the spec's check)."""
 
 
 Reader = Callable[[Path, SourceOptions], Iterator[Record]]
@@ -102,6 +104,15 @@ def parse_mapping(text: str | None) -> tuple[tuple[str, str], ...]:
 
 class MissingExtra(IngestError):
     """A source's library is not installed: the file, and the exact install command."""
+
+
+def input_present(path: Path, fmt: str = AUTO) -> bool:
+    """An input `fmt` can read is at `path` (`auto`: a file, or what any source reads, e.g. a dataset
+    directory); the spec checks its teachers' `traces:` with it."""
+    if path.is_file():
+        return True
+    names = source_names() if fmt == AUTO else [canonical_name("format", fmt)]
+    return any((p := source_info(n).present) is not None and p(path) for n in names)
 
 
 def source_names() -> list[str]:
