@@ -34,6 +34,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,7 @@ class Doc:
         return value
 
 
+@cache
 def _dataset_module(dataset: str) -> Any:
     """The module that registered `dataset`, reached through the registry: `datasets` sits beside
     `grading` in the layers and imports it, so importing it from here would close a cycle."""
