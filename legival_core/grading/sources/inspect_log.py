@@ -4,10 +4,10 @@ A log (`.eval`, Inspect's default, or `.json`) is read through `inspect_ai.log` 
 extra), one sample at a time, never whole:
 
 - the header by `read_eval_log(header_only=True)`: the task, the model, the epochs, the sample ids;
-- `.eval` samples by `read_eval_log_samples_by_id`, a batch at a time (`batch_size`). Not `read_eval_log_samples`: it
-  opens the zip again for every sample, parsing its whole central directory each time, so a
-  100,000-sample log would take hours (quadratic); a batch shares one parse. A batch Inspect cannot
-  read is read again sample by sample, so the damaged sample is the one reported;
+- `.eval` samples by `read_eval_log_samples_by_id`, a batch at a time (`batch_size`). Not
+  `read_eval_log_samples`: it opens the zip again for every sample, parsing its whole central directory
+  each time, so a 100,000-sample log would take hours (quadratic); a batch shares one parse. A batch
+  Inspect cannot read is halved until the damaged sample is found, and only that one is reported;
 - `.json` samples streamed by ijson (the parser Inspect uses for the same file's header) and validated
   as Inspect's own `EvalSample`: Inspect reads a `.json` log's samples only by loading the whole file.
 
@@ -28,11 +28,12 @@ attachments are resolved in the fields read (`resolve_attachments="core"`). One 
                  our graders check (disagreements are counted, as for any file)
     truncated    the output stopped at `max_tokens` / `model_length`, or the sample hit a token limit
 
-A sample that failed in Inspect (`error`), was invalidated, has no assistant message, no input text,
-several or no targets, or only redacted (encrypted) reasoning is that sample's error, naming its id
-(`--skip-bad` skips it). A sample the header lists but the log lacks (a run that ended early) is an error
-too, saying the run's status. A log that cannot be read at all (a truncated zip, not an Inspect log) or
-whose task maps to no dataset is one file error.
+A sample the log says holds no trace is skipped and counted, with its reason (`SkippedUnit`: no
+`--skip-bad` needed): one that failed in Inspect (`error`), one invalidated, one the header lists but the
+log lacks (a run that ended early: the reason names the run's status). A sample with no assistant
+message, no input text, several or no targets, or redacted (provider-encrypted) reasoning blocks is a bad
+sample, naming its id (`--skip-bad` skips it). A log that cannot be read at all (a truncated zip, not an
+Inspect log), whose task maps to no dataset, or whose run logged no samples is one file error.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from legival_core.grading.sources import Record, SourceInfo, SourceOptions, dataset_of_task
-from legival_core.grading.trace_records import IngestError, file_error
+from legival_core.grading.trace_records import IngestError, SkippedUnit, file_error
 from legival_core.registry import register
 
 if TYPE_CHECKING:
@@ -100,6 +101,10 @@ class _Log:
     def error(self, no: int, field: str, message: str) -> IngestError:
         return IngestError(self.file, no, field, message, UNIT)
 
+    def skip(self, no: int, field: str, message: str) -> SkippedUnit:
+        """A sample the log itself says holds no trace: counted and listed, not a bad line."""
+        return SkippedUnit(self.file, no, field, f"{message}: no trace", UNIT)
+
     def who(self, sample_id: Any, epoch: int) -> str:
         return f"sample id {sample_id!r}" + (f" epoch {epoch}" if self.epochs > 1 else "")
 
@@ -111,11 +116,17 @@ def read_inspect(path: Path, options: SourceOptions) -> Iterator[Record]:
     dataset = dataset_of_task(task, options.dataset, where, 0, "file")
     if isinstance(dataset, IngestError):
         raise dataset
+    if header.eval.config.log_samples is False:
+        raise file_error(where, "the run logged no samples (log_samples=False, --no-log-samples): it holds no "
+                                "trace; run the task again with samples logged")
     epochs = max(1, header.eval.config.epochs or 1)
     log = _Log(where, options.teacher or header.eval.model, dataset, task, epochs)
     samples = _eval_samples(path, header) if path.name.lower().endswith(".eval") else _json_samples(path, header)
     for no, (sample_id, epoch, got) in enumerate(samples, start=1):
-        if isinstance(got, str):
+        if got is MISSING:
+            yield no, log.skip(no, "<sample>", f"{log.who(sample_id, epoch)}: not in the log (the run ended "
+                               f"with status {header.status!r}{_why(header)})")
+        elif isinstance(got, str):
             yield no, log.error(no, "<sample>", f"{log.who(sample_id, epoch)}: {got}")
         else:
             yield no, _record(got, log, no)
@@ -155,8 +166,10 @@ def _reason(e: BaseException) -> str:
     return text[:300]
 
 
+MISSING = "<not in the log>"
+"""A sample the header lists and the log lacks (the run ended before it)."""
 Sampled = tuple[Any, int, "EvalSample | str"]
-"""(sample id, epoch, the sample or why it could not be read)."""
+"""(sample id, epoch, the sample, or MISSING, or why Inspect could not read it)."""
 
 
 def _eval_samples(path: Path, header: EvalLog) -> Iterator[Sampled]:
@@ -175,14 +188,13 @@ def _eval_samples(path: Path, header: EvalLog) -> Iterator[Sampled]:
         if ids is None:
             ids = list(dict.fromkeys(s.id for s in summaries))
     keys = [(i, e) for i in ids for e in range(1, epochs + 1)]
-    missing = f"not in the log (the run ended with status {header.status!r}{_why(header)})"
     size = batch_size(path.stat().st_size, len(keys))
     for start in range(0, len(keys), size):
         batch = keys[start : start + size]
         wanted = [k for k in batch if present is None or (str(k[0]), k[1]) in present]
         got = _read_batch(path, wanted)
         for sample_id, epoch in batch:
-            yield sample_id, epoch, got.get((str(sample_id), epoch), missing)
+            yield sample_id, epoch, got.get((str(sample_id), epoch), MISSING)
 
 
 def batch_size(file_bytes: int, samples: int) -> int:
@@ -197,9 +209,10 @@ def _why(header: EvalLog) -> str:
 
 
 def _read_batch(path: Path, keys: list[tuple[Any, int]]) -> dict[tuple[str, int], EvalSample | str]:
-    """(str id, epoch) -> sample, read in one call; if Inspect cannot read the batch, each sample alone
-    (so that only a damaged sample is an error, with Inspect's reason)."""
-    from inspect_ai.log import read_eval_log_sample, read_eval_log_samples_by_id
+    """(str id, epoch) -> sample, read in one call; a batch Inspect cannot read is halved until the
+    damaged sample is alone (its error, with Inspect's reason): a few central-directory parses per
+    damaged sample, not one per sample of its batch."""
+    from inspect_ai.log import read_eval_log_samples_by_id
 
     if not keys:
         return {}
@@ -207,17 +220,11 @@ def _read_batch(path: Path, keys: list[tuple[Any, int]]) -> dict[tuple[str, int]
         samples = read_eval_log_samples_by_id(str(path), keys, exclude_fields=set(EXCLUDED),
                                               resolve_attachments="core")
         return {(str(s.id), s.epoch): s for s in samples}
-    except Exception:  # noqa: BLE001  found below, sample by sample
-        pass
-    out: dict[tuple[str, int], EvalSample | str] = {}
-    for sample_id, epoch in keys:
-        try:
-            out[(str(sample_id), epoch)] = read_eval_log_sample(str(path), sample_id, epoch,
-                                                                exclude_fields=set(EXCLUDED),
-                                                                resolve_attachments="core")
-        except Exception as e:  # noqa: BLE001
-            out[(str(sample_id), epoch)] = f"Inspect cannot read it ({_reason(e)})"
-    return out
+    except Exception as e:  # noqa: BLE001  any failure of the reader: find the sample it is about
+        if len(keys) == 1:
+            return {(str(keys[0][0]), keys[0][1]): f"Inspect cannot read it ({_reason(e)})"}
+    half = len(keys) // 2
+    return {**_read_batch(path, keys[:half]), **_read_batch(path, keys[half:])}
 
 
 def _json_samples(path: Path, header: EvalLog) -> Iterator[Sampled]:
@@ -231,11 +238,10 @@ def _json_samples(path: Path, header: EvalLog) -> Iterator[Sampled]:
         yield got
     ids = header.eval.dataset.sample_ids
     if header.status != "success" and ids is not None:
-        missing = f"not in the log (the run ended with status {header.status!r}{_why(header)})"
         for sample_id in ids:
             for epoch in range(1, max(1, header.eval.config.epochs or 1) + 1):
                 if (str(sample_id), epoch) not in seen:
-                    yield sample_id, epoch, missing
+                    yield sample_id, epoch, MISSING
 
 
 def _json_stream(path: Path) -> Iterator[Sampled]:
@@ -298,10 +304,10 @@ def _record(s: EvalSample, log: _Log, no: int) -> dict[str, Any] | IngestError:
 
     who = log.who(s.id, s.epoch)
     if s.invalidation is not None:
-        return log.error(no, "invalidation", f"{who} was invalidated in Inspect"
-                         + (f" ({s.invalidation.reason})" if getattr(s.invalidation, "reason", None) else ""))
+        return log.skip(no, "invalidation", f"{who} was invalidated in Inspect"
+                        + (f" ({s.invalidation.reason})" if getattr(s.invalidation, "reason", None) else ""))
     if s.error is not None:
-        return log.error(no, "error", f"{who} failed in Inspect: {' '.join(s.error.message.split())[:200]}")
+        return log.skip(no, "error", f"{who} failed in Inspect ({' '.join(s.error.message.split())[:200]})")
     final = next((m for m in reversed(s.messages) if isinstance(m, ChatMessageAssistant)), None)
     if final is None:
         return log.error(no, "messages", f"{who}: no assistant message (the model never answered)")
