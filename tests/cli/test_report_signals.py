@@ -70,12 +70,12 @@ def held(db: Path, tmp_path: Path, previous: tuple[Path, dict[str, str]]) -> Ite
                              "--resamples", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env=env, start_new_session=True)
     reached = threading.Event()
-    while not marker.exists():  # the plugin writes it once the CSVs are in the temporary directory
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        reached.wait(0.05)
-    tmp = Path(marker.read_text(encoding="utf-8"))
-    assert tmp.is_dir() and tmp.parent == out.parent and any(tmp.iterdir())
     try:
+        while not marker.exists():  # the plugin writes it once the CSVs are in the temporary directory
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            reached.wait(0.05)
+        tmp = Path(marker.read_text(encoding="utf-8"))
+        assert tmp.is_dir() and tmp.parent == out.parent and any(tmp.iterdir())
         yield Held(proc, tmp, gate)
     finally:
         if proc.poll() is None:  # a failed assertion above: say so rather than hide it

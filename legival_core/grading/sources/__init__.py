@@ -134,6 +134,8 @@ def choose(path: Path, fmt: str = AUTO) -> str:
         except UnknownName:
             raise file_error(str(path), f"unknown format {fmt!r} (--from): the formats are {AUTO}, "
                                         f"{', '.join(source_names())} (`legival list formats`)") from None
+    if not (path.is_file() or path.is_dir()):
+        return OWN  # a pipe (`<(zcat ...)`, a FIFO) can be read once: no sniffing, our reader replays its start
     for name in source_names():
         if name != OWN and source_info(name).sniff(path):
             return name
