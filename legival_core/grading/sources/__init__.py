@@ -134,8 +134,9 @@ def choose(path: Path, fmt: str = AUTO) -> str:
         except UnknownName:
             raise file_error(str(path), f"unknown format {fmt!r} (--from): the formats are {AUTO}, "
                                         f"{', '.join(source_names())} (`legival list formats`)") from None
-    if not (path.is_file() or path.is_dir()):
+    if path.exists() and not (path.is_file() or path.is_dir()):
         return OWN  # a pipe (`<(zcat ...)`, a FIFO) can be read once: no sniffing, our reader replays its start
+    # a path that is not there may still name something a source reads (hf's `DIR:SPLIT`): sniff it
     for name in source_names():
         if name != OWN and source_info(name).sniff(path):
             return name
