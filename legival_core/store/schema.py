@@ -9,6 +9,12 @@ plan reads the text of a few hundred traces of a cell per shard; on the paper-sc
 86 ms per shard with ZSTD and 11 ms uncompressed (docs/decisions.md "Store", docs/reports.md "Scale"),
 for a column ~4.6x larger there. Stores created before keep the compression DuckDB chose (same shape,
 same version).
+
+`step_events` (the steps stage, docs/steps.md) is written only by `store.steps.replace_step_events`,
+which deletes a pair's rows and inserts its new ones in one transaction. Its key's index costs time
+and room (inserting 5.8 M such rows, the paper-scale store's count, in commits of 200k: 7.9 s with it,
+3.6 s without; 665 MB on disk against 208 MB), and is kept all the same: every table has a key, which
+the generic copies rely on (`scratch.scratch_copy`'s INSERT OR IGNORE refuses a table without one).
 """
 
 from __future__ import annotations
@@ -109,6 +115,13 @@ CREATE TABLE IF NOT EXISTS run_metrics (
     run_id VARCHAR NOT NULL, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL, metric VARCHAR NOT NULL,
     value DOUBLE, ci_low DOUBLE, ci_high DOUBLE, rank DOUBLE, samples BLOB,
     PRIMARY KEY (run_id, teacher, dataset, metric));
+CREATE TABLE IF NOT EXISTS step_events (
+    trace_id VARCHAR NOT NULL, student_key VARCHAR NOT NULL, k_start INTEGER NOT NULL, k_end INTEGER NOT NULL,
+    m INTEGER NOT NULL, outcome VARCHAR NOT NULL, y_start DOUBLE NOT NULL, y_end DOUBLE NOT NULL,
+    n_steps INTEGER NOT NULL, tokens_added INTEGER, position DOUBLE NOT NULL, backtracking BOOLEAN,
+    backtracking_method VARCHAR, max_cos DOUBLE, answer_stated BOOLEAN, self_check BOOLEAN NOT NULL,
+    inputs_key VARCHAR NOT NULL, code_version VARCHAR NOT NULL,
+    PRIMARY KEY (trace_id, student_key, k_start, k_end));
 """
 
 TABLES = frozenset({
@@ -132,6 +145,7 @@ TABLES = frozenset({
     "unit_failures",
     "stage_failures",
     "transfer_timings",
+    "step_events",
 })
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

@@ -50,7 +50,7 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
     assert first["engines_loaded"] >= 1 and first["judge_calls"] == 0
     assert (tmp_path / "report" / "teacher_dataset_metrics.csv").is_file()
-    assert list(first["stage_s"]) == ["ingest", "grade", "efficiency", "transfer", "judge", "report", "shutdown"]
+    assert list(first["stage_s"]) == ["ingest", "grade", "efficiency", "transfer", "judge", "steps", "report", "shutdown"]
     # the plan made inside the run (`legival plan` on the store) is what the run then generated
     assert first["plan_vs_actual"]["rollouts"] == {"planned": first["rollouts_generated"],
                                                    "actual": first["rollouts_generated"]}
