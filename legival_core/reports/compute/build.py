@@ -38,11 +38,14 @@ from legival_core.reports.compute.stats import (
     rank_table,
     teacher_student_metrics,
 )
+from legival_core.reports.compute.step_effects import step_analysis
 from legival_core.reports.compute.trace_export import trace_export
 from legival_core.reports.compute.trace_table import student_table, trace_table
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import report as reads
+from legival_core.store import steps as step_reads
+from legival_core.transfer.steps import CODE_VERSION as STEPS_VERSION
 from legival_core.transfer.utility import TransferTable, empty_depths, transfer_table
 
 if TYPE_CHECKING:
@@ -67,6 +70,8 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
     data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
     data.export = trace_export(store, data)
+    data.step_events = step_reads.step_events(store, STEPS_VERSION)
+    data.steps = step_analysis(data.step_events, traces, config)
     return data
 
 

@@ -19,6 +19,15 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
+class StepAnalysis:
+    """The step effects, the logistic model and the students' agreement (`compute.step_effects`)."""
+
+    effects: pl.DataFrame
+    logistic: pl.DataFrame
+    agreement: pl.DataFrame
+
+
+@dataclass(frozen=True, slots=True)
 class ReportConfig:
     """The report's settings, every default from the spec models: the redundancy threshold and
     embedding model whose rows it reads, the number of bins the rollouts were planned with, the
@@ -71,6 +80,12 @@ class ReportData:
     export: pl.DataFrame | None = None
     """traces.parquet: the trace table with every per-trace number the store holds (`trace_export`);
     None for tables assembled without a store (then the trace table is exported)."""
+    step_events: pl.DataFrame | None = None
+    """step_events.parquet: the stored step events of the current events version (`store.steps.
+    step_events`, docs/steps.md); None for tables assembled without a store."""
+    steps: StepAnalysis | None = None
+    """The step effects, the logistic model and the students' agreement (`compute.step_effects`),
+    computed from `step_events`; None where `step_events` is."""
 
     @property
     def teacher_dataset(self) -> pl.DataFrame:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from legival_core.intervals import percentile_interval
 from legival_core.reports.compute.coverage import stage_command
-from legival_core.reports.compute.data import ReportConfig
+from legival_core.reports.compute.data import ReportConfig, StepAnalysis
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,13 +50,6 @@ LOGIT_CONTINUOUS = ("max_cos", "tokens_added", "position", "n_steps")
 LOGIT_TERMS = ("intercept", *LOGIT_BINARY, *LOGIT_CONTINUOUS)
 RESAMPLE_BLOCK = 64
 """Bootstrap resamples drawn together (a block of draws is resamples x problems)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StepAnalysis:
-    effects: pl.DataFrame
-    logistic: pl.DataFrame
-    agreement: pl.DataFrame
 
 
 def step_analysis(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConfig | None = None) -> StepAnalysis:
