@@ -15,6 +15,12 @@ which deletes a pair's rows and inserts its new ones in one transaction. Its key
 and room (inserting 5.8 M such rows, the paper-scale store's count, in commits of 200k: 7.9 s with it,
 3.6 s without; 665 MB on disk against 208 MB), and is kept all the same: every table has a key, which
 the generic copies rely on (`scratch.scratch_copy`'s INSERT OR IGNORE refuses a table without one).
+
+The `study_*` tables (human studies, docs/study.md "Tables") are added the same way, without a version
+bump: written by `store.study` only. A study's design (`studies`, `study_items`, `study_participants`,
+`study_assignments`) is written once, in one transaction; `study_answers` holds one answer per
+(participant, item), its key refusing a second; a participant's position is the count of their answers.
+`study_participants` keeps the SHA-256 of each token, never a token (`legival_core/study/tokens.py`).
 """
 
 from __future__ import annotations
@@ -122,6 +128,27 @@ CREATE TABLE IF NOT EXISTS step_events (
     backtracking_method VARCHAR, max_cos DOUBLE, answer_stated BOOLEAN, self_check BOOLEAN NOT NULL,
     inputs_key VARCHAR NOT NULL, code_version VARCHAR NOT NULL,
     PRIMARY KEY (trace_id, student_key, k_start, k_end));
+CREATE TABLE IF NOT EXISTS studies (
+    name VARCHAR PRIMARY KEY, created TIMESTAMP NOT NULL, seed BIGINT NOT NULL, design_version VARCHAR NOT NULL,
+    config VARCHAR NOT NULL, consent_text VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS study_items (
+    study VARCHAR NOT NULL, item_id VARCHAR NOT NULL, trace_id VARCHAR NOT NULL, k INTEGER NOT NULL,
+    m INTEGER NOT NULL, fraction DOUBLE, kind VARCHAR NOT NULL,
+    PRIMARY KEY (study, item_id));
+CREATE TABLE IF NOT EXISTS study_participants (
+    study VARCHAR NOT NULL, code VARCHAR NOT NULL, token_sha256 VARCHAR NOT NULL, admin BOOLEAN NOT NULL,
+    PRIMARY KEY (study, code));
+CREATE TABLE IF NOT EXISTS study_assignments (
+    study VARCHAR NOT NULL, code VARCHAR NOT NULL, position INTEGER NOT NULL, item_id VARCHAR NOT NULL,
+    PRIMARY KEY (study, code, position));
+CREATE TABLE IF NOT EXISTS study_answers (
+    study VARCHAR NOT NULL, code VARCHAR NOT NULL, item_id VARCHAR NOT NULL, answer VARCHAR NOT NULL,
+    rating INTEGER, started_at TIMESTAMP, submitted_at TIMESTAMP NOT NULL, seconds DOUBLE,
+    PRIMARY KEY (study, code, item_id));
+CREATE TABLE IF NOT EXISTS study_events (
+    study VARCHAR NOT NULL, code VARCHAR NOT NULL, occurred_at TIMESTAMP NOT NULL, event VARCHAR NOT NULL,
+    detail VARCHAR,
+    PRIMARY KEY (study, code, occurred_at, event));
 """
 
 TABLES = frozenset({
@@ -146,6 +173,15 @@ TABLES = frozenset({
     "stage_failures",
     "transfer_timings",
     "step_events",
+    "studies",
+    "study_items",
+    "study_participants",
+    "study_assignments",
+    "study_answers",
+    "study_events",
 })
+STUDY_TABLES = frozenset({"studies", "study_items", "study_participants", "study_assignments", "study_answers",
+                          "study_events"})
+"""A human study's tables (`store.study`, docs/study.md): never written by a stage."""
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

@@ -1,0 +1,193 @@
+"""Every read and write of a human study (docs/study.md "Tables"): the design, written once; the
+participants' answers, one per (participant, item), each committed on its own; their events.
+
+The server's path (issue 42 part 2) is: `participant_by_token_hash` (a request's token -> its study,
+code and admin flag), `next_item` (the item at the participant's position, which is the count of their
+answers: a closed tab resumes there), `record_answer` (one transaction; a second answer to the same
+item, or an answer to another item than the current one, is refused with `AnswerRefused`),
+`add_event` (consent, open, ...). `progress` and `answers` serve the admin page and the analysis.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from legival_core.store.db import Store
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+class StudyExists(ValueError):
+    """A study of that name is stored already (nothing was written)."""
+
+
+class AnswerRefused(ValueError):
+    """An answer that is not stored: already answered, not the participant's current item, or unknown."""
+
+
+@dataclass(frozen=True, slots=True)
+class Participant:
+    study: str
+    code: str
+    admin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NextItem:
+    position: int
+    total: int
+    item_id: str
+    trace_id: str
+    k: int
+    m: int
+    kind: str
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def study_names(store: Store) -> list[str]:
+    if not store.has_table("studies"):
+        return []
+    return [r[0] for r in store._run("SELECT name FROM studies ORDER BY name")]
+
+
+def write_design(store: Store, study: dict[str, Any], items: Sequence[dict[str, Any]],
+                 participants: Sequence[dict[str, Any]], assignments: Sequence[dict[str, Any]]) -> None:
+    """The whole design in ONE transaction: `study` (name, seed, design_version, config (a dict),
+    consent_text), its items, participants and assignments (rows of the tables' columns less `study`).
+    A stored name is refused (`StudyExists`), leaving the store as it was."""
+    name = study["name"]
+    with store.transaction():
+        if store._run("SELECT count(*) FROM studies WHERE name = ?", [name])[0][0]:
+            raise StudyExists(f"study {name!r} exists in {store.path}: choose another --name")
+        store._run("INSERT INTO studies (name, created, seed, design_version, config, consent_text) "
+                   "VALUES (?, ?, ?, ?, ?, ?)",
+                   [name, _now(), study["seed"], study["design_version"],
+                    json.dumps(study["config"], sort_keys=True), study["consent_text"]])
+        for table, rows in (("study_items", items), ("study_participants", participants),
+                            ("study_assignments", assignments)):
+            store.insert_rows(table, [{"study": name, **r} for r in rows])
+
+
+def studies(store: Store) -> pl.DataFrame:
+    """One row per study: name, created, seed, design_version, items, attention_items, participants
+    (the admin apart), answers."""
+    import polars as pl
+
+    if not store.has_table("studies"):
+        return pl.DataFrame(schema={"name": pl.Utf8})
+    return store._query(
+        """
+        SELECT s.name, s.created, s.seed, s.design_version,
+               (SELECT count(*) FROM study_items i WHERE i.study = s.name AND i.kind = 'item') AS items,
+               (SELECT count(*) FROM study_items i WHERE i.study = s.name AND i.kind = 'attention') AS attention_items,
+               (SELECT count(*) FROM study_participants p WHERE p.study = s.name AND NOT p.admin) AS participants,
+               (SELECT count(*) FROM study_assignments a WHERE a.study = s.name) AS answers_needed,
+               (SELECT count(*) FROM study_answers a WHERE a.study = s.name) AS answers
+        FROM studies s ORDER BY s.name
+        """)
+
+
+def study_row(store: Store, name: str) -> dict[str, Any] | None:
+    """The study's stored row (config parsed), None when there is none."""
+    if not store.has_table("studies"):
+        return None
+    rows = store._query("SELECT * FROM studies WHERE name = ?", [name]).to_dicts()
+    if not rows:
+        return None
+    return {**rows[0], "config": json.loads(rows[0]["config"])}
+
+
+def participants(store: Store, name: str) -> list[Participant]:
+    return [Participant(name, c, bool(a)) for c, a in store._run(
+        "SELECT code, admin FROM study_participants WHERE study = ? ORDER BY admin, code", [name])]
+
+
+def participant_by_token_hash(store: Store, token_sha256: str) -> Participant | None:
+    """Who holds the token whose SHA-256 (hex) this is (`study.tokens.token_sha256`); None: nobody."""
+    rows = store._run("SELECT study, code, admin FROM study_participants WHERE token_sha256 = ?", [token_sha256])
+    return Participant(rows[0][0], rows[0][1], bool(rows[0][2])) if rows else None
+
+
+def next_item(store: Store, study: str, code: str) -> NextItem | None:
+    """The participant's current item (position = their answers so far); None when they are done."""
+    rows = store._run(
+        """
+        WITH n AS (SELECT count(*) AS done FROM study_answers WHERE study = $1 AND code = $2),
+             t AS (SELECT count(*) AS total FROM study_assignments WHERE study = $1 AND code = $2)
+        SELECT a.position, t.total, a.item_id, i.trace_id, i.k, i.m, i.kind
+        FROM study_assignments a JOIN n ON a.position = n.done CROSS JOIN t
+        JOIN study_items i ON i.study = a.study AND i.item_id = a.item_id
+        WHERE a.study = $1 AND a.code = $2
+        """, [study, code])
+    return NextItem(*rows[0]) if rows else None
+
+
+def record_answer(store: Store, study: str, code: str, item_id: str, answer: str, rating: int | None,
+                  started_at: datetime | None, seconds: float | None, submitted_at: datetime | None = None) -> None:
+    """Store one answer in its own transaction (committed when this returns). Refused (`AnswerRefused`,
+    nothing stored) when `item_id` is not the participant's current item (answered already, or ahead)."""
+    import duckdb
+
+    with store.transaction():
+        current = next_item(store, study, code)
+        if current is None or current.item_id != item_id:
+            done = store._run("SELECT count(*) FROM study_answers WHERE study = ? AND code = ? AND item_id = ?",
+                              [study, code, item_id])[0][0]
+            raise AnswerRefused(f"item {item_id} is answered already: one answer per item" if done else
+                                f"item {item_id} is not participant {code}'s current item"
+                                + (" (they are done)" if current is None else f" ({current.item_id} is)"))
+        try:
+            store._run("INSERT INTO study_answers (study, code, item_id, answer, rating, started_at, submitted_at, "
+                       "seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       [study, code, item_id, answer, rating, started_at, submitted_at or _now(), seconds])
+        except duckdb.ConstraintException as e:
+            raise AnswerRefused(f"item {item_id} is answered already: one answer per item") from e
+
+
+def add_event(store: Store, study: str, code: str, event: str, detail: str | None = None,
+              at: datetime | None = None) -> None:
+    """One event of a participant ('consent', 'open', ...), committed at once; a repeat at the same
+    instant is kept once."""
+    with store.transaction():
+        store._run("INSERT OR IGNORE INTO study_events (study, code, occurred_at, event, detail) VALUES (?, ?, ?, ?, ?)",
+                   [study, code, at or _now(), event, detail])
+
+
+def progress(store: Store, study: str) -> pl.DataFrame:
+    """Per participant (the admin apart): code, answered, total."""
+    return store._query(
+        """
+        SELECT p.code, (SELECT count(*) FROM study_answers a WHERE a.study = p.study AND a.code = p.code) AS answered,
+               (SELECT count(*) FROM study_assignments a WHERE a.study = p.study AND a.code = p.code) AS total
+        FROM study_participants p WHERE p.study = ? AND NOT p.admin ORDER BY p.code
+        """, [study])
+
+
+def assignments(store: Store, study: str) -> pl.DataFrame:
+    """code, position, item_id, trace_id, k, m, fraction, kind, by (code, position)."""
+    return store._query(
+        """
+        SELECT a.code, a.position, a.item_id, i.trace_id, i.k, i.m, i.fraction, i.kind
+        FROM study_assignments a JOIN study_items i ON i.study = a.study AND i.item_id = a.item_id
+        WHERE a.study = ? ORDER BY a.code, a.position
+        """, [study])
+
+
+def answers(store: Store, study: str) -> pl.DataFrame:
+    """Every stored answer of the study with its item: code, item_id, trace_id, k, m, kind, answer, rating,
+    started_at, submitted_at, seconds."""
+    return store._query(
+        """
+        SELECT s.code, s.item_id, i.trace_id, i.k, i.m, i.kind, s.answer, s.rating, s.started_at,
+               s.submitted_at, s.seconds
+        FROM study_answers s JOIN study_items i ON i.study = s.study AND i.item_id = s.item_id
+        WHERE s.study = ? ORDER BY s.code, s.submitted_at
+        """, [study])

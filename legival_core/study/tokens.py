@@ -1,0 +1,84 @@
+"""Participant and admin tokens (docs/study.md "Tokens and the key file"): derived, never stored.
+
+A study has one random secret key (`secrets.token_bytes(32)`) in a key file beside the store,
+`<db>.studies/<name>.key`, mode 0600. A token is the URL-safe base64 (no padding) of
+HMAC-SHA256(key, name NUL code) cut to 128 bits: anyone holding the key file can print the links again
+(`study serve` does), and the store alone cannot: it holds each participant's code and the SHA-256 of
+their token (the server looks a token up by its hash), never a token. A copy of the store handed to an
+analyst therefore opens no participant's session. A key file that group or others can read is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from pathlib import Path
+
+KEY_BYTES = 32
+TOKEN_BITS = 128
+ADMIN_CODE = "admin"
+"""The admin's code in `study_participants` (a participant's is P01, P02, ...)."""
+
+
+class KeyFileError(ValueError):
+    """A key file that is missing, unsafe or damaged; the message says how to fix it."""
+
+
+def key_path(db: str | Path, name: str) -> Path:
+    """`<db>.studies/<name>.key`, beside the store file."""
+    db = Path(db)
+    return db.with_name(db.name + ".studies") / f"{name}.key"
+
+
+def create_key(path: Path) -> bytes:
+    """A new random key written to `path` with mode 0600 (its folder 0700), replacing none: the caller
+    removes a stale one first. Created 0600 from the start (no moment where others could read it)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = secrets.token_bytes(KEY_BYTES)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return key
+
+
+def load_key(path: Path) -> bytes:
+    """The key in `path`, refused when group or others may read or write it, or when it is not a key."""
+    try:
+        st = path.stat()
+    except FileNotFoundError as e:
+        raise KeyFileError(f"{path}: no key file: the study's links derive from it (it is created by "
+                           "`legival study create` beside the store; a store copied without it has no links)") from e
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise KeyFileError(f"{path}: readable or writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+                           f"whoever reads it can open every participant's session: fix with `chmod 600 {path}`")
+    key = path.read_bytes()
+    if len(key) != KEY_BYTES:
+        raise KeyFileError(f"{path}: holds {len(key)} bytes, not a study key of {KEY_BYTES}: damaged or not a key file")
+    return key
+
+
+def token(key: bytes, study: str, code: str) -> str:
+    """The token of participant `code` (or `ADMIN_CODE`) in study `study`."""
+    digest = hmac.new(key, f"{study}\x00{code}".encode(), hashlib.sha256).digest()[: TOKEN_BITS // 8]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def token_sha256(tok: str) -> str:
+    """What the store keeps of a token (hex SHA-256), to find its participant from a request."""
+    return hashlib.sha256(tok.encode("ascii", errors="replace")).hexdigest()
+
+
+def participant_link(tok: str) -> str:
+    return f"/p/{tok}"
+
+
+def admin_link(tok: str) -> str:
+    return f"/admin/{tok}"
