@@ -207,3 +207,91 @@ def stored_pairs(store: Store) -> int:
     if not store.has_table("step_events"):
         return 0
     return int(store._run("SELECT count(*) FROM (SELECT DISTINCT trace_id, student_key FROM step_events)")[0][0])
+
+
+def empty_step_events() -> pl.DataFrame:
+    """`step_events`' columns with no row: what step_events.parquet holds when nothing is stored."""
+    return _empty_events(full=False)
+
+
+def step_coverage(store: Store, code_version: str) -> pl.DataFrame:
+    """Per (teacher, dataset) of the stored traces: `pairs` ((trace, student) pairs with rollouts),
+    `eligible` (those with two observed depths or more: the pairs that have events once the steps stage
+    ran), `traces_with_events` and `pairs_with_events` (events of `code_version`). The report's coverage
+    rows of the steps stage (`reports.compute.coverage`)."""
+    events = ("SELECT DISTINCT trace_id, student_key FROM step_events WHERE code_version = $1"
+              if store.has_table("step_events") else
+              "SELECT NULL::VARCHAR AS trace_id, NULL::VARCHAR AS student_key WHERE $1 IS NULL AND false")
+    return store._query(
+        f"""
+        WITH r AS (SELECT trace_id, student_key,
+                          count(DISTINCT k) FILTER (WHERE status = 'ok') AS n_observed
+                   FROM rollouts GROUP BY trace_id, student_key),
+        e AS ({events}),
+        p AS (SELECT trace_id, student_key, r.n_observed, e.trace_id IS NOT NULL AS has_events
+              FROM r FULL JOIN e USING (trace_id, student_key))
+        SELECT t.teacher, t.dataset,
+               count(p.n_observed)::BIGINT AS pairs,
+               count(*) FILTER (WHERE p.n_observed >= 2)::BIGINT AS eligible,
+               count(DISTINCT p.trace_id) FILTER (WHERE p.has_events)::BIGINT AS traces_with_events,
+               count(*) FILTER (WHERE p.has_events)::BIGINT AS pairs_with_events
+        FROM p JOIN traces t USING (trace_id)
+        GROUP BY t.teacher, t.dataset
+        ORDER BY t.teacher, t.dataset
+        """,
+        [code_version],
+    )
+
+
+def step_teachers(store: Store) -> list[str]:
+    """Every teacher with a stored trace, sorted (`legival steps --teacher`'s choices)."""
+    return [str(r[0]) for r in store._run("SELECT DISTINCT teacher FROM traces ORDER BY teacher")]
+
+
+def close_trace_ids(store: Store, trace_id: str, limit: int = 3) -> list[str]:
+    """The stored trace ids nearest to `trace_id` (Jaro-Winkler similarity), for an error that names an
+    unknown one; none when nothing is close (similarity under 0.8)."""
+    rows = store._run("SELECT trace_id FROM (SELECT trace_id, jaro_winkler_similarity(trace_id, ?) AS s FROM traces) "
+                      "WHERE s >= 0.8 ORDER BY s DESC, trace_id LIMIT ?", [trace_id, limit])
+    return [str(r[0]) for r in rows]
+
+
+def trace_exists(store: Store, trace_id: str) -> bool:
+    return bool(store._run("SELECT count(*) FROM traces WHERE trace_id = ?", [trace_id])[0][0])
+
+
+def top_drop_segments(store: Store, teacher: str, code_version: str, limit: int, segmenter: str,
+                      dataset: str | None = None) -> pl.DataFrame:
+    """The `limit` segments (trace_id, k_start, k_end) of `teacher`'s traces (of `dataset` when given)
+    with the most drops across students, among the stored events of `code_version`: `n_drops`,
+    `n_students` (students with that segment), `dataset`, `problem_id` and `text`, the segment's steps
+    k_start + 1 .. k_end joined by spaces (segmenter `segmenter`). Ties: more students first, then
+    trace id and k_start (a stable order)."""
+    import polars as pl
+
+    if not store.has_table("step_events"):
+        return pl.DataFrame(schema={"trace_id": pl.Utf8, "dataset": pl.Utf8, "problem_id": pl.Utf8,
+                                    "k_start": pl.Int32, "k_end": pl.Int32, "n_drops": pl.Int64,
+                                    "n_students": pl.Int64, "text": pl.Utf8})
+    return store._query(
+        """
+        WITH seg AS (
+            SELECT e.trace_id, t.dataset, t.problem_id, e.k_start, e.k_end,
+                   count(*) FILTER (WHERE e.outcome = 'drop')::BIGINT AS n_drops, count(*)::BIGINT AS n_students
+            FROM step_events e JOIN traces t USING (trace_id)
+            WHERE e.code_version = $1 AND t.teacher = $2 AND ($3::VARCHAR IS NULL OR t.dataset = $3)
+            GROUP BY ALL
+            HAVING count(*) FILTER (WHERE e.outcome = 'drop') > 0
+            ORDER BY n_drops DESC, n_students DESC, e.trace_id, e.k_start
+            LIMIT $4)
+        SELECT seg.trace_id, seg.dataset, seg.problem_id, seg.k_start, seg.k_end, seg.n_drops, seg.n_students,
+               string_agg(substring(t.reasoning, s.start_char + 1, s.end_char - s.start_char), ' ' ORDER BY s.idx)
+                   AS text
+        FROM seg JOIN traces t USING (trace_id)
+        LEFT JOIN steps s ON s.trace_id = seg.trace_id AND s.segmenter = $5 AND s.idx > seg.k_start
+             AND s.idx <= seg.k_end
+        GROUP BY ALL
+        ORDER BY seg.n_drops DESC, seg.n_students DESC, seg.trace_id, seg.k_start
+        """,
+        [code_version, teacher, dataset, limit, segmenter],
+    )

@@ -17,8 +17,9 @@ A report keeps one schema whatever stages ran, so an empty cell must say why it 
   limit) counts for every metric of its cell.
 
 `coverage.csv` has one row per (teacher, dataset, metric) for every registered metric (a metric
-family, e.g. other reward models, is left out), the dashboard shows it as a panel and `legival report`
-prints a one-line count.
+family, e.g. other reward models, is left out), and one row per (teacher, dataset) for the step events
+(`STEP_EVENTS`, stage `steps`, docs/steps.md: the numbers of step_effects.csv and its companions rest
+on them); the dashboard shows it as a panel and `legival report` prints a one-line count.
 """
 
 from __future__ import annotations
@@ -33,12 +34,16 @@ from legival_core.rewards.models import DEFAULT_MODELS
 from legival_core.store import Store
 from legival_core.store import failures as failure_rows
 from legival_core.store import report as reads
+from legival_core.store import steps as step_reads
+from legival_core.transfer.steps import CODE_VERSION as STEPS_VERSION
 
 if TYPE_CHECKING:
     import polars as pl
 
 COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW, FAILED = "computed", "not run", "unavailable", "too few traces", "failed"
 COLUMNS = ("teacher", "dataset", "metric", "stage", "status", "n", "detail")
+STEP_EVENTS = "step_events"
+"""The coverage row of the step events (not a registered metric: the step effects' tables rest on it)."""
 
 
 def stage_command(stage: str) -> str:
@@ -79,6 +84,7 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
             status, detail = _with_failures(info, status, n, detail, failed, teacher, dataset)
             status, detail = _with_stage_failure(info, status, n, detail, stage_failed)
             rows.append((teacher, dataset, info.name, info.stage, status, n, detail))
+    rows += _step_rows(store, sorted(stats), td, stats, stage_failed)
     return pl.DataFrame(rows, orient="row", schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "metric": pl.Utf8,
                                                      "stage": pl.Utf8, "status": pl.Utf8, "n": pl.Int64,
                                                      "detail": pl.Utf8})
@@ -132,6 +138,35 @@ def _status(info: MetricInfo, cell: dict[str, object], td: dict[str, object],
         hit = stored.get((teacher, dataset, "monitor"))
         return (COMPUTED, _int(hit.get("ok")), "") if hit else not_run
     return COMPUTED, 0, ""
+
+
+def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, str], dict[str, object]],
+               stats: dict[tuple[str, str], dict[str, object]], stage_failed: dict[str, str]) -> list[tuple[object, ...]]:
+    """One row per (teacher, dataset): its step events of the current version (n = traces with events),
+    or why there are none: the rollouts are missing (transfer, then steps), no pair has two observed
+    depths (too few traces), or `legival steps` has not run since the rollouts came."""
+    got = {(r["teacher"], r["dataset"]): r for r in step_reads.step_coverage(store, STEPS_VERSION).iter_rows(named=True)}
+    rows: list[tuple[object, ...]] = []
+    for teacher, dataset in cells:
+        c = got.get((teacher, dataset), {})
+        n = _int(c.get("traces_with_events"))
+        if n:
+            status, detail = COMPUTED, ""
+        elif not _int(c.get("pairs")):
+            if not _int(td.get((teacher, dataset), {}).get("n_transfer_traces")) and _int(
+                    stats[(teacher, dataset)].get("_segmented")):
+                status, detail = TOO_FEW, "no transfer trace (correct, with at least one step)"
+            else:
+                status, detail = NOT_RUN, f"{stage_command('transfer')}, then {stage_command('steps')}"
+        elif not _int(c.get("eligible")):
+            status, detail = TOO_FEW, "no (trace, student) pair with rollouts at two depths"
+        else:
+            status, detail = NOT_RUN, stage_command("steps")
+        if "steps" in stage_failed:
+            note = f"the steps stage failed: {stage_failed['steps']}"
+            status, detail = (FAILED, note) if status != COMPUTED else (status, note)
+        rows.append((teacher, dataset, STEP_EVENTS, "steps", status, n, detail))
+    return rows
 
 
 STEP_STAGES = ("efficiency", "transfer", "judge", "quality")

@@ -58,7 +58,14 @@ def step_analysis(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConf
     transfer traces only)."""
     config = config or ReportConfig()
     frame = step_frame(events, traces, config.tau)
-    return StepAnalysis(_effects(frame, config, ran=events.height > 0), _logistic(frame), _agreement(frame))
+    ran = events.height > 0
+    logistic, agreement = _logistic(frame), _agreement(frame)
+    if not ran:  # the same rows, saying why every number is missing (not "too few events")
+        import polars as pl
+
+        logistic, agreement = (t.with_columns(pl.lit(f"not run: {stage_command('steps')}").alias("status"))
+                               for t in (logistic, agreement))
+    return StepAnalysis(_effects(frame, config, ran=ran), logistic, agreement)
 
 
 def step_effects(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConfig | None = None) -> pl.DataFrame:

@@ -6,6 +6,10 @@ no `</script>` or `<!--` can end or alter the script element; the page's JavaScr
 inserts every string with `textContent` (never `innerHTML`), so a trace containing `<script>` or
 `onerror=` renders as text. `legival serve` uses the same page with `live: true` and answers
 `/api/traces` and `/api/trace` from the store, so every trace can be browsed, not only the sample.
+The trace view is the step explorer (docs/reports.md): per depth a marker per student (its rollouts'
+status, answers and continuations) and the stored step events (`store.steps.trace_events`), whose
+drops are highlighted on the steps that caused them. A continuation is capped at `CONTINUATION_CHARS`
+in the static file, whose size grows with every embedded trace; the live API sends it whole.
 The page itself (HTML, CSS, JavaScript) is `templates/dashboard.html`; this module fills in the data.
 """
 
@@ -32,11 +36,13 @@ from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import dashboard as reads
 from legival_core.store import planner as plan_reads
+from legival_core.store import steps as step_reads
 
 if TYPE_CHECKING:
     import polars as pl
 
-CONTINUATION_CHARS = 1500
+CONTINUATION_CHARS = 4000
+"""A continuation longer than this is cut in the static file (`truncated`), with its full length said."""
 MIN_N = 10
 """A value resting on fewer traces than this is flagged on the page (marker and tooltip)."""
 TEMPLATE = Path(__file__).with_name("templates") / "dashboard.html"
@@ -86,9 +92,12 @@ def trace_list(store: Store, teacher: str | None = None, dataset: str | None = N
     return _rows(reads.trace_list(store, _graders(store), teacher, dataset, per_cell))
 
 
-def trace_details(store: Store, trace_ids: list[str], tau: float, model: str) -> dict[str, dict[str, Any]]:
+def trace_details(store: Store, trace_ids: list[str], tau: float, model: str,
+                  max_chars: int | None = CONTINUATION_CHARS) -> dict[str, dict[str, Any]]:
     """Per trace: question, gold, steps (text, r_i, redundant = r_i > tau, backtracking flag), the
-    teacher's answer with its grade by the current grader, and the students' answers at every depth."""
+    teacher's answer with its grade by the current grader, the explorer's `markers` (one per student and
+    depth, `_markers`) and the stored step `events` of its students. `max_chars` caps each continuation
+    (None: whole, as the live API sends one trace at a time)."""
     if not trace_ids:
         return {}
     rows = reads.trace_rows(store, trace_ids, _graders(store), model, SEGMENTER_VERSION, BACKTRACKING.name)
@@ -105,9 +114,11 @@ def trace_details(store: Store, trace_ids: list[str], tau: float, model: str) ->
     for row in rows.rollouts.iter_rows(named=True):
         tid = row.pop("trace_id")
         for key in ("continuation", "forced_continuation"):
-            if row[key] is not None and len(row[key]) > CONTINUATION_CHARS:
-                row[key] = row[key][:CONTINUATION_CHARS] + " […]"
+            row[key] = truncated(row[key], max_chars)
         by_roll.setdefault(tid, []).append(row)
+    by_event: dict[str, list[dict[str, Any]]] = {}
+    for row in step_reads.trace_events(store, trace_ids).drop("student_key", "code_version").iter_rows(named=True):
+        by_event.setdefault(row.pop("trace_id"), []).append(row)
     out: dict[str, dict[str, Any]] = {}
     for row in rows.base.iter_rows(named=True):
         tid = row["trace_id"]
@@ -122,14 +133,47 @@ def trace_details(store: Store, trace_ids: list[str], tau: float, model: str) ->
              "backtracking": idx in flags}
             for idx, a, b in by_steps.get(tid, [])
         ]
+        events = by_event.get(tid, [])
         out[tid] = {
             "trace_id": tid, "teacher": row["teacher"], "dataset": row["dataset"], "problem_id": row["problem_id"],
             "question": row["question"], "gold": row["gold"], "answer_text": row["answer_text"],
             "grade": {"grader": row["grader"], "extracted": row["extracted"], "correct": row["correct"],
                       "status": row["grade_status"], "command": stage_command("grade")},
             "reasoning": text if not step_list else None, "steps": step_list, "backtracking_method": method,
-            "rollouts": by_roll.get(tid, []),
+            "markers": _markers(by_roll.get(tid, []), events), "events": events,
+            "events_command": stage_command("steps"),
         }
+    return out
+
+
+def truncated(text: str | None, max_chars: int | None) -> str | None:
+    """`text` cut at `max_chars`, saying so and how long it was (None: whole)."""
+    if text is None or max_chars is None or len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}\u2026 (truncated, {len(text)} chars)"
+
+
+def _markers(rollouts: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One marker per (student, depth k) with rollouts, by k then student: its samples (status, correct,
+    forced, extracted answer, continuations), `kind` (`overflow` when no sample is `ok`, else `correct`
+    when at least half the `ok` samples are correct, `wrong` otherwise), `forced` (an `ok` sample's
+    answer was forced), and `drop`: the drop event (k_start, y_start, y_end) that ends at this depth for
+    this student, when one is stored; its steps are k_start + 1 .. k."""
+    drops = {(e["student"], e["k_end"]): {"k_start": e["k_start"], "y_start": e["y_start"], "y_end": e["y_end"]}
+             for e in events if e["outcome"] == "drop"}
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in rollouts:
+        groups.setdefault((int(r["k"]), r["student"]), []).append(
+            {key: r[key] for key in ("sample", "status", "correct", "forced", "extracted", "continuation",
+                                     "forced_continuation")})
+    out = []
+    for (k, student), samples in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        ok = [s for s in samples if s["status"] == "ok"]
+        n_correct = sum(bool(s["correct"]) for s in ok)
+        kind = "overflow" if not ok else "correct" if 2 * n_correct >= len(ok) else "wrong"
+        out.append({"student": student, "k": k, "kind": kind, "forced": any(s["forced"] for s in ok),
+                    "n_samples": len(samples), "n_ok": len(ok), "n_correct": n_correct,
+                    "drop": drops.get((student, k)), "samples": samples})
     return out
 
 
@@ -188,7 +232,22 @@ def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool =
         "images": images or {},
         "traces": traces,
         "details": details,
+        "step_effects": step_effects_view(data),
     }
+
+
+def step_effects_view(data: ReportData) -> dict[str, Any]:
+    """The step-effects section: every (scope, feature, outcome) row of the effects with its status
+    (`not run: legival steps --db DB` on every row when no event is stored, or when the tables were
+    assembled without a store), the students-agree share per scope, and the scopes in their order
+    (the teachers of the trace table, then `all`)."""
+    steps = data.steps
+    if steps is None:
+        return {"ran": False, "command": stage_command("steps"), "scopes": [], "effects": [], "agreement": []}
+    effects = _rows(steps.effects)
+    scopes = list(dict.fromkeys(r["scope"] for r in effects))
+    return {"ran": bool(data.step_events is not None and data.step_events.height), "command": stage_command("steps"),
+            "scopes": scopes, "effects": effects, "agreement": _rows(steps.agreement)}
 
 
 def _curves(data: ReportData) -> dict[str, dict[str, Any]]:

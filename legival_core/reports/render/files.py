@@ -4,17 +4,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from legival_core.reports.compute.data import ReportData, StepAnalysis
 from legival_core.reports.paper.tables import PAPER_CSV, exported
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.dashboard import dashboard_html
 from legival_core.reports.render.outdir import replaced_whole, write_manifest
 from legival_core.reports.render.paper_plots import write_paper_plots
-from legival_core.reports.render.plots import write_plots
+from legival_core.reports.render.plots import step_analysis_of, write_plots
 from legival_core.reports.render.safe_csv import write_csv
 from legival_core.runs.diff import diff_schema
 from legival_core.store import Store
 from legival_core.store import report as reads
+from legival_core.store import steps as step_reads
+
+if TYPE_CHECKING:
+    import polars as pl
+
+STEP_FILES = ("step_events.parquet", "step_effects.csv", "step_logistic.csv", "student_agreement.csv")
+"""The step files (docs/steps.md, "Report files"): written by every report, one schema each whatever ran."""
 
 
 def write_report(report: Report, store: Store | None, out: str | Path) -> list[str]:
@@ -53,6 +62,12 @@ def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
         csv(report.paper[name], name)
     exported(data).write_parquet(out / "traces.parquet")
     files.append("traces.parquet")
+    events, steps = step_tables(data)
+    events.write_parquet(out / "step_events.parquet")
+    files.append("step_events.parquet")
+    csv(steps.effects, "step_effects.csv")
+    csv(steps.logistic, "step_logistic.csv")
+    csv(steps.agreement, "student_agreement.csv")
     if store is not None:
         reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")
@@ -62,3 +77,16 @@ def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
                                     encoding="utf-8")
     files.append("index.html")
     return files
+
+
+def step_tables(data: ReportData) -> tuple[pl.DataFrame, StepAnalysis]:
+    """step_events.parquet (the stored events of the current version with their trace's teacher,
+    dataset and problem_id; the same columns when none is stored) and the step analysis (`data.steps`,
+    or its not-run rows for tables assembled without a store)."""
+
+    events = data.step_events if data.step_events is not None else step_reads.empty_step_events()
+    steps = step_analysis_of(data)
+    where = data.traces.select("trace_id", "teacher", "dataset", "problem_id").unique("trace_id")
+    frame = where.join(events, on="trace_id", how="right").select(
+        "teacher", "dataset", "problem_id", *[c for c in events.columns])
+    return frame.sort("teacher", "dataset", "trace_id", "student", "k_start", nulls_last=True), steps

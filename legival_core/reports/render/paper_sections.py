@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from legival_core.reports.compute.coverage import stage_command
+from legival_core.reports.compute.step_effects import ALL
 from legival_core.reports.render.bundle import Report
+from legival_core.reports.render.plots import step_analysis_of
 from legival_core.runs.diff import headline
 
 if TYPE_CHECKING:
@@ -57,7 +60,8 @@ SECTIONS: tuple[Section, ...] = (
             "Dimension score = mean of its min-max normalised metrics; rho_global_index = Spearman across "
             "teachers of the dimension with the Global Index.", ("gcot_dimensions.csv",), "gcot_dimensions.png"),
 )
-NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"))
+NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"),
+       ("pf-steps", "Where readers get lost"))
 
 
 def fmt_cell(v: object) -> str:
@@ -124,7 +128,75 @@ def sections_html(report: Report, image_dir: Path | None) -> str:
                        f'<p class="empty" data-file="{e(name)}">{e(_empty_note(report, name))}</p>')
         out.append("</section>")
         parts.append("".join(out))
+    parts.append(steps_html(report, image_dir))
     return "\n".join(parts)
+
+
+TOP_FEATURES = 3
+"""Features shown per scope in "Where readers get lost" (by risk difference for a drop)."""
+STEPS_CAVEAT = (
+    "Association, not causation: a feature that goes with drops may hurt the student, or may only be where a "
+    "teacher writes when a problem is hard. The bootstrap over problems accounts for shared problems, not for "
+    "such confounders (docs/steps.md).")
+
+
+def _interval(lo: object, hi: object) -> str:
+    return f"[{fmt_cell(lo)}, {fmt_cell(hi)}]" if lo is not None and hi is not None else "\u2013"
+
+
+def steps_html(report: Report, image_dir: Path | None) -> str:
+    """"Where readers get lost": per scope (all teachers, then each teacher) the features with the
+    largest risk difference for a drop, with their 95% interval and event counts; the features without
+    an estimate and why; the share of shared segments every student dropped; the caveat. Steps not
+    run: the command that computes them."""
+    import polars as pl
+
+    e = html.escape
+    steps = step_analysis_of(report.data)
+    files = ", ".join(f"<code>{e(f)}</code>" for f in ("step_effects.csv", "step_logistic.csv",
+                                                       "student_agreement.csv", "step_events.parquet",
+                                                       "step_effects.png"))
+    out = ['<section id="pf-steps" class="paper"><h2>Where readers get lost: step effects per teacher</h2>',
+           f'<p class="note">Risk difference = P(drop | the segment has the feature) - P(drop | it has not), '
+           f"among the segments between two rollout depths whose student could drop; 95% percentile interval of "
+           f"a bootstrap over problems. {e(STEPS_CAVEAT)} Files: {files}.</p>"]
+    effects = steps.effects
+    not_run = f"not run: {stage_command('steps')}"
+    if effects.height == 0 or (effects["status"] == not_run).all():
+        out.append(f'<p class="empty" data-file="step_effects.csv">{e(not_run)}</p></section>')
+        return "".join(out)
+    png = image_dir / "step_effects.png" if image_dir is not None else None
+    if png is not None and png.exists():
+        uri = "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+        out.append(f'<figure class="paperfig"><img alt="Step effects" data-name="step_effects.png" src="{uri}">'
+                   "</figure>")
+    drops = effects.filter(pl.col("outcome") == "drop")
+    scopes = [ALL, *[x for x in dict.fromkeys(drops["scope"].to_list()) if x != ALL]]
+    top = []
+    for scope in scopes:
+        rows = drops.filter((pl.col("scope") == scope) & (pl.col("status") == "computed")).sort(
+            "risk_difference", "feature", descending=[True, False], nulls_last=True).head(TOP_FEATURES)
+        top += [{"scope": scope, "feature": r["feature"], "risk_difference": r["risk_difference"],
+                 "rd_95_ci": _interval(r["rd_ci_low"], r["rd_ci_high"]),
+                 "drops_exposed": f"{r['events_exposed']} / {r['n_exposed']}",
+                 "drops_unexposed": f"{r['events_unexposed']} / {r['n_unexposed']}", "n_events": r["n_events"],
+                 "n_problems": r["n_problems"], "p_permutation": r["p_permutation"]} for r in rows.iter_rows(named=True)]
+    out.append(f'<h3 class="sub">Top {TOP_FEATURES} features by risk difference for a drop, per scope</h3>')
+    if top:
+        out.append(_table_html(pl.DataFrame(top), "step_effects.csv"))
+    else:
+        out.append('<p class="empty" data-file="step_effects.csv">no feature has an estimate for a drop '
+                   "(the reasons below)</p>")
+    missing = drops.filter((pl.col("scope") == ALL) & (pl.col("status") != "computed"))
+    if missing.height:
+        items = "".join(f"<li><code>{e(f)}</code>: {e(st)}</li>" for f, st in missing.select("feature", "status").iter_rows())
+        out.append(f'<p class="note">Without an estimate for a drop (all teachers):</p><ul class="note">{items}</ul>')
+    agree = steps.agreement.select("scope", "status", "n_segments", "n_all_drop", "share_all_drop")
+    out.append('<h3 class="sub">Do students agree? Segments two students or more saw and one dropped: the share '
+               "every one of them dropped</h3>")
+    out.append(_table_html(agree, "student_agreement.csv"))
+    out.append("</section>")
+    return "".join(out)
 
 
 def nav_html() -> str:

@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any
 from legival_core.metrics.base import all_metrics, metrics_from
 from legival_core.reports.compute.pareto import FRONTIERS, place_labels
 from legival_core.reports.compute.stats import correlation_matrix
+from legival_core.reports.compute.step_effects import ALL, FEATURES, OUTCOMES, step_analysis
 from legival_core.reports.render.labels import short_labels
+from legival_core.store import steps as step_reads
 
 if TYPE_CHECKING:
-    from legival_core.reports.compute.data import ReportData
+    from legival_core.reports.compute.data import ReportData, StepAnalysis
 
-PLOT_FILES = ("pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png")
+PLOT_FILES = ("pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png",
+              "step_effects.png")
 _NO_DATA = "no data yet"
 
 
@@ -90,7 +93,7 @@ def write_plots(data: ReportData, out: Path) -> list[str]:
     plt = _plt()
     for name, fn in (("pareto.png", pareto_figure), ("correlations.png", correlation_figure),
                      ("tu_curves.png", tu_curve_figure), ("redundancy_elbow.png", elbow_figure),
-                     ("rank_table.png", rank_table_figure)):
+                     ("rank_table.png", rank_table_figure), ("step_effects.png", step_effects_figure)):
         fig = fn(data)
         fig.savefig(out / name, bbox_inches="tight")
         plt.close(fig)
@@ -329,3 +332,82 @@ def rank_table_figure(data: ReportData) -> Any:
     table.scale(1, 1.3)
     ax.set_title("Rank per metric (1 = best); in brackets: change against the accuracy rank", fontsize=9)
     return fig
+
+
+# --- step effects (docs/steps.md) ---------------------------------------------------------------------
+
+ALL_LABEL = "all teachers"
+STATUS_CHARS = 60
+"""A status drawn in a row of step_effects.png is cut to this many characters (the CSV has it whole)."""
+STEP_ROWS_INCHES = 17.0
+"""The rows of step_effects.png take at most this height (many teachers: thinner rows), so the figure
+stays under the report's largest side (tests/core/reports/render/test_figure_labels.py)."""
+
+
+def step_analysis_of(data: ReportData) -> StepAnalysis:
+    """`data.steps`, or, for tables assembled without a store, the analysis of no events (every row
+    "not run: legival steps --db DB")."""
+    if data.steps is not None:
+        return data.steps
+    return step_analysis(step_reads.empty_step_events(), data.traces, data.config)
+
+
+def step_effects_figure(data: ReportData) -> Any:
+    """Per outcome (drop, rise) a forest plot: for each feature, one row per scope (all teachers, then
+    each teacher) with the risk difference and its 95% bootstrap interval; a row without an estimate
+    carries its status as text (never a silently missing row)."""
+    plt = _plt()
+    effects = step_analysis_of(data).effects
+    scopes = [ALL, *[s for s in dict.fromkeys(effects["scope"].to_list()) if s != ALL]]
+    teachers = [s for s in scopes if s != ALL]
+    names = teacher_labels(data, teachers, [ALL_LABEL])
+    label = {s: (names[ALL_LABEL] if s == ALL else names[s]) for s in scopes}
+    colors = {**_colors(sorted(data.teacher_metrics["teacher"].to_list())), ALL: "black"}
+    per = len(scopes) + 1  # a blank row between features
+    n_rows = len(FEATURES) * per
+    fig, axes = plt.subplots(1, len(OUTCOMES), figsize=(12, 1.4 + min(0.14 * n_rows, STEP_ROWS_INCHES)), sharey=True, squeeze=False)
+    by_key = {(r["scope"], r["feature"], r["outcome"]): r for r in effects.iter_rows(named=True)}
+    for ax, outcome in zip(axes[0], OUTCOMES, strict=True):
+        values: list[float] = []
+        for f, feature in enumerate(FEATURES):
+            for j, scope in enumerate(scopes):
+                y = -(f * per + j)
+                row = by_key.get((scope, feature, outcome))
+                rd = row["risk_difference"] if row is not None else None
+                if row is None or row["status"] != "computed" or rd is None:
+                    why = row["status"] if row is not None else "no row"
+                    why = why if len(why) <= STATUS_CHARS else why[:STATUS_CHARS - 1] + "\u2026"
+                    ax.text(0.01, y, f"{label[scope]}: {why}", transform=ax.get_yaxis_transform(), fontsize=6,
+                            va="center", ha="left", color="0.45")
+                    continue
+                lo, hi = row["rd_ci_low"], row["rd_ci_high"]
+                err = None
+                if lo is not None and hi is not None:
+                    err = [[rd - lo], [hi - rd]]
+                    values += [lo, hi]
+                ax.errorbar([rd], [y], xerr=err, fmt="o", ms=4, color=colors.get(scope), capsize=2, lw=1,
+                            label=label[scope] if label[scope] not in _labelled(ax) else None)
+                values.append(rd)
+        ax.axvline(0, color="0.5", lw=0.8, ls=":")
+        lo, hi = (min(values), max(values)) if values else (-0.5, 0.5)
+        pad = max(0.05, 0.08 * (hi - lo))
+        ax.set_xlim(min(lo - pad, -0.05), max(hi + pad, 0.05))
+        ax.set_ylim(-n_rows + 0.5, 1)
+        ax.set_xlabel(f"risk difference of a {outcome} (exposed - unexposed)")
+        ax.set_title(f"{outcome}: segments that could {'drop' if outcome == 'drop' else 'rise'}", fontsize=9)
+    axes[0][0].set_yticks([-(f * per + (len(scopes) - 1) / 2) for f in range(len(FEATURES))], list(FEATURES))
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for h, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(text, h)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), fontsize=7, frameon=False, loc="upper center",
+                   ncol=min(len(handles), 6), bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle("Step effects per teacher, 95% bootstrap intervals over problems: association, not causation "
+                 "(step_effects.csv)", fontsize=10)
+    fit_layout(fig)
+    return fig
+
+
+def _labelled(ax: Any) -> set[str]:
+    return set(ax.get_legend_handles_labels()[1])

@@ -2,7 +2,9 @@
 
 `GET /` is `index.html` built from the store (same page as the report, `live: true`);
 `GET /api/traces?teacher=&dataset=` lists every trace of a cell, `GET /api/trace?id=` returns one
-trace's steps, grade and rollouts as JSON. Nothing else is answered (404; 405 for another method).
+trace's steps, grade, rollout markers and step events as JSON, continuations whole (the static file
+caps them: it embeds many traces, the API sends one). Nothing else is answered (404; 405 for another
+method).
 
 Served by `legival_core.web`: the guard answers only requests whose `Host` names this server (DNS
 rebinding: a lab's unreleased traces must not be readable by any page the user visits), uvicorn on a
@@ -93,7 +95,7 @@ def dashboard_app(store: Store, config: ReportConfig) -> Any:
         if tid is None:
             return as_json(400, {"error": "give a trace id: /api/trace?id=..."})
         with store_lock:
-            found = trace_details(store, [tid], tau, model).get(tid)
+            found = trace_details(store, [tid], tau, model, max_chars=None).get(tid)
         return as_json(404, {"error": "no such trace"}) if found is None else as_json(200, found)
 
     return Starlette(routes=[

@@ -1,8 +1,8 @@
 """The dashboard in a real headless Chromium (Debian `chromium` + `chromium-driver`), static and live.
 
-The same store (the demo's real traces of 5 teachers plus one trace full of script payloads) is shown
-twice: `index.html` written by `legival report`'s code path, and the page of `legival serve` started
-as a subprocess on a free port. Every check runs on both pages, and a test compares what both offer.
+The same store (the demo's real traces of 5 teachers, one trace full of script payloads, and one whose
+student drops, its step events stored by the steps stage) is shown twice: `index.html` written by
+`legival report`'s code path, and the page of `legival serve` started as a subprocess on a free port. Every check runs on both pages, and a test compares what both offer.
 Skipped with a message only when /usr/bin/chromium is absent; CI installs it. Screenshots are saved
 under artifacts/ (git-ignored) for a human to look at.
 """
@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from legival_core.reports.render.dashboard import CONTINUATION_CHARS, truncated
 from legival_core.reports.stage import ReportConfig, build_reports
+from legival_core.stages.steps import compute_steps
 from legival_core.store import Store
 from tests._cli import legival
 from tests.conftest import REPO
@@ -70,6 +72,36 @@ def _xss_trace(store: Store) -> str:
     return tid
 
 
+DROP_STEPS = ("Start: 3 + 4 = 7.", 'Wait, <script>window.__xss=11</script> maybe <img src=x onerror="window.__xss=12"> 3 * 4 = 12?',
+              "So the answer is 7.")
+DROP_CONTINUATION = "</div><script>window.__xss=13</script> Then 3 * 4 is 7, " + "so the sum stays 7. " * 250
+"""The continuation of the rollout that dropped: markup, and longer than the static file's cap."""
+
+
+def _drop_trace(store: Store) -> str:
+    """A trace (graded wrong: it takes no part in the transfer numbers) whose student is right after
+    step 1 and wrong after step 2: the steps stage stores a drop over step 2. Its text and the
+    continuation carry script payloads; depth 3 overflowed; the answer at depth 0 was forced."""
+    from legival_core.segment import SEGMENTER_VERSION
+
+    tid, text = "drop-trace", " ".join(DROP_STEPS)
+    store.insert_rows("problems", [{"dataset": "gsm8k", "problem_id": "p-drop", "question": "3 times 4?", "gold": "12"}])
+    store.insert_rows("traces", [{"trace_id": tid, "teacher": "alpha", "dataset": "gsm8k", "problem_id": "p-drop",
+                                  "reasoning": text, "answer_text": "7", "truncated": False}])
+    starts = [text.index(sentence) for sentence in DROP_STEPS]
+    store.insert_rows("steps", [{"trace_id": tid, "segmenter": SEGMENTER_VERSION, "idx": i, "start_char": a,
+                                 "end_char": a + len(sentence)}
+                                for i, (a, sentence) in enumerate(zip(starts, DROP_STEPS, strict=True), start=1)])
+    rows = [(0, "ok", False, True, "7", "I think 7.", "The answer is 7."), (1, "ok", True, False, "12", "3 * 4 = 12.", None),
+            (2, "ok", False, False, "7", DROP_CONTINUATION, None), (3, "overflow", None, False, None, None, None)]
+    store.insert_rows("rollouts", [
+        {"trace_id": tid, "student_key": "key-student-a", "k": k, "sample": 0, "m": 3, "bin": 17 * k, "status": status,
+         "correct": correct, "forced": forced, "extracted": extracted, "grade_status": "ok" if status == "ok" else None,
+         "continuation": cont, "forced_continuation": forced_cont}
+        for k, status, correct, forced, extracted, cont, forced_cont in rows])
+    return tid
+
+
 @pytest.fixture(scope="module")
 def pages() -> Iterator[dict[str, str]]:
     """The two pages of one store: {"static": file URL of index.html, "live": legival serve's URL, "db"}."""
@@ -78,9 +110,12 @@ def pages() -> Iterator[dict[str, str]]:
     load_demo_store(db)
     with Store(db) as store:
         _xss_trace(store)
+        _drop_trace(store)
     # grades under the current grader version (the demo's tables may predate a grader bump)
     r = legival("grade", "--db", str(db), cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
+    with Store(db) as store:  # the step events, as `legival steps --db DB` stores them
+        compute_steps(store)
     try:
         with serving(db, "--resamples", str(RESAMPLES)) as live:  # builds while the static page is written
             with Store(db, read_only=True) as store:
@@ -227,7 +262,9 @@ def test_page_renders_tables_plots_and_panels(driver: Any, pages: dict[str, str]
     assert {i.get_attribute("data-name") for i in imgs} == {
         "pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png"}
     assert all(d.execute_script("return arguments[0].naturalWidth", i) > 100 for i in imgs)
-    assert len(d.find_elements(By.CSS_SELECTOR, "#curve-plot svg polyline")) == len(data["curves"]) == 5
+    # the demo's five teachers and alpha, whose xss-trace is graded correct and, once the steps stage's
+    # segment requirement has counted its steps, is a transfer trace with depths 0 and m
+    assert len(d.find_elements(By.CSS_SELECTOR, "#curve-plot svg polyline")) == len(data["curves"]) == 6
 
     # one number format per column of the rank and teacher x dataset tables
     decimals = d.execute_script("""
@@ -374,6 +411,87 @@ def test_trace_view_answer_and_xss(driver: Any, pages: dict[str, str], kind: str
     if kind == "static":
         _pick_teacher(d, "gpt-oss-20b")
         _screenshots(d)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_step_explorer_drop_marker_keyboard_and_step_effects(driver: Any, pages: dict[str, str], kind: str) -> None:
+    """Issue 41: a click on the drop marker shows that rollout's continuation (capped in the static
+    file, whole in the live one), Enter on the focused marker does the same, the steps that caused the
+    drop say so in text, payloads in the trace and the continuation stay text; the step-effects section
+    lists every (scope, feature) with its status and the caveat."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d = driver
+    _open(d, pages[kind])
+    with Store(pages["db"], read_only=True) as store:
+        stored = store._query("SELECT continuation FROM rollouts WHERE trace_id = 'drop-trace' AND k = 2")["continuation"][0]
+    assert stored == DROP_CONTINUATION
+    want = stored if kind == "live" else truncated(stored, CONTINUATION_CHARS)
+    assert kind == "live" or want != stored
+
+    d.execute_script("return window.legivalShowTrace('drop-trace')")
+    WebDriverWait(d, 20).until(lambda x: x.find_elements(By.CSS_SELECTOR, "#trace-view button.marker"))
+    view = d.find_element(By.ID, "trace-view")
+    markers = view.find_elements(By.CSS_SELECTOR, "button.marker")
+    labels = [m.get_attribute("aria-label") for m in markers]
+    assert labels == ["student key-student-a, depth 0: wrong, forced", "student key-student-a, depth 1: correct",
+                      "student key-student-a, depth 2: wrong, drop from depth 1",
+                      "student key-student-a, depth 3: overflow (the prompt did not fit the student's context)"]
+    drop = view.find_element(By.CSS_SELECTOR, "button.marker.drop")
+    assert drop.get_attribute("data-k") == "2" and "drop" in drop.text  # a cue in text, not colour alone
+    # the drop is on the segment that caused it (step 2), in words
+    steps = view.find_elements(By.CSS_SELECTOR, ".steps li")
+    assert ["drop" in (li.get_attribute("class") or "").split() for li in steps] == [False, True, False]
+    assert "\u25bc drop: key-student-a 1.00\u21920.00 (step 2)" in steps[1].text
+
+    def panel() -> tuple[bool, str, str]:
+        return d.execute_script("""const p = document.getElementById('rollout-panel');
+            const c = p && p.querySelector('.continuation');
+            return [!!p && !p.hidden, c ? c.textContent : '', p ? p.textContent : ''];""")
+
+    drop.click()
+    shown, continuation, text = panel()
+    assert shown and continuation == want
+    assert "extracted answer:" in text and "\u2717 7" in text
+    assert "drop: correctness 1.00 at depth 1 \u2192 0.00 here, over step 2" in text
+    assert "Step events: 2 segments, 1 drop, 1 rise" in view.text
+    assert drop.get_attribute("aria-pressed") == "true"
+    assert "key-student-a, depth 2" in d.find_element(By.ID, "explorer-status").get_attribute("textContent")
+    drop.click()  # pressed again: closed
+    assert not panel()[0] and drop.get_attribute("aria-pressed") == "false"
+    # the keyboard: the marker takes the focus, Enter opens it
+    markers[1].click()
+    assert panel()[1] == "3 * 4 = 12."
+    d.execute_script("arguments[0].focus()", drop)
+    assert d.execute_script("return document.activeElement") == drop
+    d.switch_to.active_element.send_keys(Keys.ENTER)
+    shown, continuation, _ = panel()
+    assert shown and continuation == want and drop.get_attribute("aria-pressed") == "true"
+    assert markers[1].get_attribute("aria-pressed") == "false"
+    # the forced answer at depth 0 is shown apart from the continuation
+    markers[0].click()
+    assert "The answer is 7." in d.find_element(By.CSS_SELECTOR, "#rollout-panel .forced-continuation").text
+    # escaped: the payloads are text
+    assert "<script>window.__xss=11</script>" in steps[1].text and 'onerror="window.__xss=12"' in steps[1].text
+    drop.click()
+    assert "<script>window.__xss=13</script>" in panel()[1]
+    assert not view.find_elements(By.TAG_NAME, "img") and not view.find_elements(By.TAG_NAME, "script")
+    assert d.execute_script("return typeof window.__xss") == "undefined"
+
+    # the step-effects section: every (scope, feature), a status where a number is missing, the caveat
+    effects = _data(d)["step_effects"]
+    assert effects["ran"] is True and not d.find_elements(By.ID, "step-not-run")
+    rows = d.find_elements(By.CSS_SELECTOR, "#step-effects-table tbody tr")
+    assert len(rows) == len(effects["scopes"]) * len({e["feature"] for e in effects["effects"]}) > 0
+    statuses = d.execute_script("return Array.from(document.querySelectorAll('#step-effects-table td[data-status]'))"
+                                ".map((t) => [t.getAttribute('data-status'), t.textContent])")
+    assert len(statuses) == len(effects["effects"])
+    assert all(text == status for status, text in statuses if status != "computed")
+    assert {s for s, _ in statuses} >= {"too few events: no segment"}
+    assert "Association, not causation." in d.find_element(By.ID, "step-caveat").text
+    assert _severe(d) == []
 
 
 def _pick_teacher(d: Any, teacher: str) -> None:
