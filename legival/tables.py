@@ -90,7 +90,7 @@ def _fmt(v: object, digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from legival_core.reports.render.safe_csv import read_csv
+    from legival_core.safe_csv import read_csv
 
     args = list(sys.argv[1:] if argv is None else argv)
     wide = "--wide" in args

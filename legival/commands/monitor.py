@@ -34,7 +34,7 @@ def monitor(
     from legival_core.backends.lazy import LazyBackend
     from legival_core.registry import UnknownName, canonical_name
     from legival_core.reports.compute.monitoring import monitor_report
-    from legival_core.reports.render.safe_csv import write_csv
+    from legival_core.safe_csv import write_csv
     from legival_core.stages.monitor import run_monitor
 
     try:

@@ -33,8 +33,8 @@ def rm(
     from dataclasses import replace
 
     from legival_core.reports.paper.rewards import rm_correlations
-    from legival_core.reports.render.safe_csv import write_csv
     from legival_core.rewards import DEFAULT_MODELS, RewardModelSpec
+    from legival_core.safe_csv import write_csv
     from legival_core.stages.rewards import run_rewards
 
     defaults = {s.name: s for s in DEFAULT_MODELS} | {s.model: s for s in DEFAULT_MODELS}

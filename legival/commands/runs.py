@@ -68,7 +68,6 @@ def diff(
 ) -> None:
     """What changed between two recorded runs: values, deltas against the bootstrap noise, ranks, causes."""
     from legival.tables import literal
-    from legival_core.reports.render.safe_csv import write_csv
     from legival_core.runs.diff import (
         RunNotFound,
         changes,
@@ -78,6 +77,7 @@ def diff(
         regressions,
         unmatched_rules,
     )
+    from legival_core.safe_csv import write_csv
 
     t0 = time.perf_counter()
     try:

@@ -11,6 +11,7 @@ import typer
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console
 from legival_core.spec import Transfer, default_of
+from legival_core.study.serve_settings import StudyServeSettings
 from legival_core.study.settings import StudySettings
 
 study_app = typer.Typer(no_args_is_help=True, help="Human legibility studies: people as students (docs/study.md).")
@@ -141,3 +142,87 @@ def list_studies(db: DbOption) -> None:
         _say(f"{r['name']}  created {r['created']}  seed {r['seed']}  items {r['items']} (+{r['attention_items']} "
              f"attention)  participants {r['participants']}  answers {r['answers']}/{r['answers_needed']}")
     emit_summary({"command": "study list", "db": str(db), "studies": rows})
+
+
+@study_app.command("serve")
+def serve(
+    db: DbOption,
+    name: Annotated[str, typer.Option("--name", help="The study to serve.")],
+    host: Annotated[str, typer.Option(
+        help="Address to listen on. Anything but a loopback address puts the study on the network, where the "
+             "participants' tokens are the only protection (use a reverse proxy with TLS).")] = default_of(
+        StudyServeSettings, "host"),
+    port: Annotated[int, typer.Option(help="Port (0 = any free port).")] = default_of(StudyServeSettings, "port"),
+    allow_host: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="Another host name the browser may use for this server (a reverse proxy's); "
+                             "repeatable. 127.0.0.1, localhost and [::1] are always allowed.")] = None,
+) -> None:
+    """Serve the study to its participants until interrupted (Ctrl-C, SIGTERM or SIGHUP): prints each
+    participant's link and the admin's on standard output (the only place tokens appear)."""
+    import signal
+
+    from legival.serving import Refusals, is_loopback, stop_signals, until_stopped
+    from legival_core.store.study import study_names
+    from legival_core.study.server import ServerStats, make_study_server
+    from legival_core.study.tokens import (
+        ADMIN_CODE,
+        KeyFileError,
+        admin_link,
+        key_path,
+        load_key,
+        participant_link,
+        token,
+    )
+    from legival_core.web.guard import AllowedHosts, BadHostName
+    from legival_core.web.server import PortInUse, ServerFailed
+
+    settings(StudyServeSettings, host=host, port=port)
+    try:
+        AllowedHosts.for_server(host, allow_host or ())
+    except BadHostName as e:
+        fail(f"--allow-host/--host: {e}")
+    refusals, stats = Refusals(), ServerStats()
+    with open_store(db) as store:
+        known = study_names(store)
+        if name not in known:
+            fail(f"--name: no study {name!r} in {db} (studies: {', '.join(known) or 'none'}; "
+                 "`legival study create` designs one)")
+        try:
+            key = load_key(key_path(db, name))
+        except KeyFileError as e:
+            fail(str(e))
+        try:
+            server = make_study_server(store, name, key, host=host, port=port, allow_hosts=allow_host or (),
+                                       on_refused=refusals, stats=stats)
+        except PortInUse:
+            fail(f"--port: port {port} is in use (choose another with --port)")
+        except OSError as e:
+            fail(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})")
+        from legival_core.store.study import participants as people
+
+        codes = [p.code for p in people(store, name)]
+        try:
+            with server:
+                if not is_loopback(host):
+                    err_console.print(
+                        f"warning: listening on {host}: the participants' and the admin's tokens are the only "
+                        "protection of the study, and plain HTTP carries them readable on the network: put a "
+                        "reverse proxy with TLS in front (and name it with --allow-host)",
+                        markup=False, highlight=False, soft_wrap=True)
+                with stop_signals() as got_signal:
+                    err_console.print(f"study {name} on {server.url}  ({len(codes) - 1} participants; links on "
+                                      "standard output; Ctrl-C to stop)", markup=False, highlight=False, soft_wrap=True)
+                    base = server.url.rstrip("/")
+                    for code in codes:  # participants, then the admin (its line last)
+                        tok = token(key, name, code)
+                        link = admin_link(tok) if code == ADMIN_CODE else participant_link(tok)
+                        print(f"{code}  {base}{link}", flush=True)
+                    got = until_stopped(server, got_signal)
+        except ServerFailed as e:
+            fail(f"the study server stopped: {e}")
+    summary: dict[str, object] = {"command": "study serve", "db": str(db), "study": name, "url": server.url,
+                                  "answers_stored": stats.answers,
+                                  "refused_requests": refusals.count + stats.refused}
+    if got is not None:
+        summary["stopped_by"] = signal.Signals(got).name
+    emit_summary(summary)

@@ -191,3 +191,50 @@ def answers(store: Store, study: str) -> pl.DataFrame:
         FROM study_answers s JOIN study_items i ON i.study = s.study AND i.item_id = s.item_id
         WHERE s.study = ? ORDER BY s.code, s.submitted_at
         """, [study])
+
+
+def has_event(store: Store, study: str, code: str, event: str) -> bool:
+    """Whether the participant has an event of this kind (the server: was consent given?)."""
+    return bool(store._run("SELECT count(*) FROM study_events WHERE study = ? AND code = ? AND event = ?",
+                           [study, code, event])[0][0])
+
+
+@dataclass(frozen=True, slots=True)
+class ItemText:
+    """What the server needs to show an item: the question, the trace's text and its step spans (to
+    cut the prefix of k steps), never the gold (not read)."""
+
+    question: str
+    reasoning: str
+    spans: tuple[tuple[int, int], ...]
+    k: int
+    m: int
+
+
+def item_text(store: Store, study: str, item_id: str, segmenter: str) -> ItemText | None:
+    """The item's question, trace text and steps (of `segmenter`); None when the study has no such item."""
+    rows = store._run(
+        """
+        SELECT p.question, t.reasoning, i.k, i.m
+        FROM study_items i JOIN traces t ON t.trace_id = i.trace_id
+        JOIN problems p ON p.dataset = t.dataset AND p.problem_id = t.problem_id
+        WHERE i.study = ? AND i.item_id = ?
+        """, [study, item_id])
+    if not rows:
+        return None
+    spans = store._run("SELECT s.start_char, s.end_char FROM steps s JOIN study_items i ON s.trace_id = i.trace_id "
+                       "WHERE i.study = ? AND i.item_id = ? AND s.segmenter = ? ORDER BY s.idx",
+                       [study, item_id, segmenter])
+    question, reasoning, k, m = rows[0]
+    return ItemText(question, reasoning, tuple((int(a), int(b)) for a, b in spans), int(k), int(m))
+
+
+def item_progress(store: Store, study: str) -> pl.DataFrame:
+    """Per item: item_id, kind, k, m, assigned (participants given it), answered."""
+    return store._query(
+        """
+        SELECT i.item_id, i.kind, i.k, i.m,
+               (SELECT count(*) FROM study_assignments a WHERE a.study = i.study AND a.item_id = i.item_id) AS assigned,
+               (SELECT count(*) FROM study_answers a WHERE a.study = i.study AND a.item_id = i.item_id) AS answered
+        FROM study_items i WHERE i.study = ? ORDER BY i.item_id
+        """, [study])

@@ -16,7 +16,7 @@ fake is its `Host` header, which carries the attacker's name. So:
 - **Size**: a request line and headers over `max_head_bytes` are refused (431: h11 bounds only a head
   that arrives in pieces); a declared body over `max_body_bytes` is refused (413) before it is read; a
   state-changing request's body is read whole here (bounded, within `body_timeout_s`) and handed on.
-- **Headers** on every answer: `nosniff`, `no-store`, no framing, no referrer, same-origin resources.
+- **Headers** on every answer: `nosniff`, `no-store`, no framing, a referrer only to the same origin (`no-referrer` would make a browser send `Origin: null` on a form POST, which the Origin check refuses), same-origin resources.
 
 A refused request gets a short plain-text answer that echoes nothing of the request; `on_refused`
 (e.g. the command's one warning line per new value) hears what was refused.
@@ -57,7 +57,7 @@ SECURITY_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
     (b"cache-control", b"no-store"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
 

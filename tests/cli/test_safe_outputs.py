@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.reports.render.safe_csv import DANGEROUS, unescape
+from legival_core.safe_csv import DANGEROUS, unescape
 from tests._cli import Ran, legival
 from tests.conftest import EXAMPLES, REPO
 from tests.core.reports.render.test_safe_outputs import md_cells, md_text

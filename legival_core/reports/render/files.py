@@ -13,8 +13,8 @@ from legival_core.reports.render.dashboard import dashboard_html
 from legival_core.reports.render.outdir import replaced_whole, write_manifest
 from legival_core.reports.render.paper_plots import write_paper_plots
 from legival_core.reports.render.plots import step_analysis_of, write_plots
-from legival_core.reports.render.safe_csv import write_csv
 from legival_core.runs.diff import diff_schema
+from legival_core.safe_csv import write_csv
 from legival_core.store import Store
 from legival_core.store import report as reads
 from legival_core.store import steps as step_reads

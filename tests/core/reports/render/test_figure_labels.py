@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from legival_core.reports.render.labels import WIDTH, _charmap, drawable, short_labels, width_of
 from legival_core.reports.render.paper_plots import PAPER_PLOTS
 from legival_core.reports.render.plots import PLOT_FILES
-from legival_core.reports.render.safe_csv import read_csv
 from legival_core.reports.stage import ReportConfig, build_reports
+from legival_core.safe_csv import read_csv
 from legival_core.store import Store
 from tests._cli import legival
 from tests.synthetic import fill_synthetic

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import polars as pl
 
-__all__ = ["DANGEROUS", "escape", "read_csv", "unescape", "write_csv"]
+__all__ = ["DANGEROUS", "escape", "neutralised", "read_csv", "unescape", "write_csv"]
 
 DANGEROUS = ("=", "+", "-", "@", "\t", "\r")
 """A spreadsheet cell beginning with one of these is a formula (OWASP, CSV injection)."""

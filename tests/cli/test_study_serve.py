@@ -1,0 +1,256 @@
+"""`legival study serve` as a real process: 30 participants answering at once over HTTP (a bounded
+thread pool on loopback), `kill -9` of the server half-way, a restart: every acknowledged answer is
+stored exactly once and every participant resumes where they were and finishes; SIGTERM ends it with
+exit 0 and the closing JSON; tokens appear on standard output only. And the refusals, in-process."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from legival_core.store import Store
+from legival_core.store import study as reads
+from legival_core.study.tokens import key_path
+from tests._cli import legival
+from tests.conftest import REPO
+from tests.core.study.server_store import STUDY, Served, make_served_study
+
+PARTICIPANTS = 30
+START_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    with tempfile.TemporaryDirectory(prefix="legival-study-serve-") as tmp:
+        yield make_served_study(Path(tmp) / "s.duckdb", participants=PARTICIPANTS, per_participant=4, attention=1)
+
+
+@dataclass
+class Running:
+    proc: subprocess.Popen[str]
+    stderr: IO[str]
+    links: dict[str, str]
+    port: int
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=60)
+        self.stderr.seek(0)
+        return self.proc.returncode, out, self.stderr.read()
+
+
+def start(db: Path) -> Running:
+    """`legival study serve --port 0`; returns once it printed every link (the admin's is last)."""
+    err = tempfile.NamedTemporaryFile(mode="w+", prefix="study-serve-err-")  # noqa: SIM115 - closed by the test
+    proc = subprocess.Popen([sys.executable, "-m", "legival", "study", "serve", "--db", str(db), "--name", STUDY,
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in iter(proc.stdout.readline, ""):
+            lines.put(line)
+            if line.startswith("admin  "):
+                return
+        lines.put("")
+    threading.Thread(target=read, daemon=True).start()
+    links: dict[str, str] = {}
+    while True:
+        try:
+            line = lines.get(timeout=START_TIMEOUT_S)
+        except queue.Empty:
+            line = ""
+        if not line:
+            proc.kill()
+            proc.wait(30)
+            err.seek(0)
+            pytest.fail(f"study serve did not start: {err.read()[-3000:]}")
+        code, url = line.split()
+        links[code] = url
+        if code == "admin":
+            break
+    port = int(re.match(r"http://127\.0\.0\.1:(\d+)/", links["admin"]).group(1))  # type: ignore[union-attr]
+    return Running(proc, err, links, port)
+
+
+@dataclass
+class Shared:
+    port: int
+    restarted: threading.Event = field(default_factory=threading.Event)
+    half: threading.Event = field(default_factory=threading.Event)
+    acked: int = 0
+    kill_after: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    latencies: list[float] = field(default_factory=list)
+
+    def ack(self) -> None:
+        with self.lock:
+            self.acked += 1
+            if self.acked >= self.kill_after:
+                self.half.set()
+
+
+def request(shared: Shared, method: str, path: str, body: str | None = None) -> tuple[int, str]:
+    port = shared.port
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"content-type": "application/x-www-form-urlencoded", "origin": f"http://127.0.0.1:{port}"} if body else {}
+    t0 = time.perf_counter()
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        r = conn.getresponse()
+        text = r.read().decode()
+    finally:
+        conn.close()
+    with shared.lock:
+        shared.latencies.append(time.perf_counter() - t0)
+    return r.status, text
+
+
+def hidden(page: str, name: str) -> str:
+    return re.search(rf'name="{name}" value="([^"]*)"', page).group(1)  # type: ignore[union-attr]
+
+
+def answer_of(code: str, position: int) -> str:
+    return f"{code} answers {position} <b>&amp;</b>"
+
+
+@dataclass
+class Result:
+    code: str
+    acked: list[int]
+    """Positions whose answer the server acknowledged (303)."""
+    resumed_at: int | None
+    """The first position shown after the restart (None: done before it)."""
+
+
+def participant(shared: Shared, code: str, path: str, total: int) -> Result:
+    """Consent, then answer every item; on a refused connection (the server killed) wait for the
+    restart and go on from whatever page the server shows. Bounded: at most 6 requests per item."""
+    from urllib.parse import urlencode
+
+    acked: list[int] = []
+    seen_after_restart: int | None = None
+    for _ in range(6 * (total + 2)):
+        try:
+            status, page = request(shared, "GET", path)
+            assert status == 200, (status, page)
+            if shared.restarted.is_set() and seen_after_restart is None:
+                got = re.search(r"Item (\d+) of", page)
+                seen_after_restart = int(got.group(1)) - 1 if got else total
+            if "Before you start" in page:
+                request(shared, "POST", path + "/consent", urlencode({"csrf": hidden(page, "csrf")}))
+                continue
+            if 'id="done"' in page:
+                return Result(code, acked, seen_after_restart)
+            position = int(hidden(page, "position"))
+            # resumed, never set back: every acknowledged answer is behind the item shown now
+            assert position > max(acked, default=-1), (code, position, acked)
+            form = {n: hidden(page, n) for n in ("csrf", "position", "shown_at")}
+            status, _ = request(shared, "POST", path + "/answer",
+                                urlencode({**form, "answer": answer_of(code, position), "rating": str(1 + position % 5)}))
+            assert status in (303, 409), status
+            if status == 303:
+                acked.append(position)
+                shared.ack()
+        except (OSError, http.client.HTTPException):
+            assert shared.restarted.wait(START_TIMEOUT_S + 60), "the server was not restarted"
+    raise AssertionError(f"{code} did not finish within its bound")
+
+
+def test_thirty_participants_at_once_a_kill_9_and_a_restart_lose_nothing(served: Served) -> None:
+    codes = served.codes()
+    totals = {c: sum(1 for r in served.plan if r["code"] == c) for c in codes}
+    first = start(served.db)
+    paths = {c: first.links[c].split(f":{first.port}", 1)[1] for c in codes}
+    shared = Shared(first.port, kill_after=sum(totals.values()) // 2)
+    second: Running | None = None
+    try:
+        with ThreadPoolExecutor(max_workers=PARTICIPANTS) as pool:
+            futures = [pool.submit(participant, shared, c, paths[c], totals[c]) for c in codes]
+            assert shared.half.wait(300), "half the answers never arrived"
+            first.proc.kill()  # kill -9: no chance to flush anything
+            first.proc.wait(30)
+            with shared.lock:
+                acked_before_kill = shared.acked
+            second = start(served.db)
+            assert {c: second.links[c].split(f":{second.port}", 1)[1] for c in codes} == paths  # the same links
+            shared.port = second.port
+            shared.restarted.set()
+            results = [f.result(timeout=600) for f in futures]
+        code, out, err = second.stop(signal.SIGTERM)
+    finally:
+        for run in (first, second):
+            if run is not None and run.proc.poll() is None:
+                run.proc.kill()
+                run.proc.wait(30)
+    assert first.proc.poll() is not None and second.proc.poll() is not None
+    assert code == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["stopped_by"] == "SIGTERM" and summary["study"] == STUDY
+    assert 0 < summary["answers_stored"] <= sum(totals.values()) - acked_before_kill + PARTICIPANTS
+    first.stderr.seek(0)
+    stderr_text = first.stderr.read() + err
+    for c in [*codes, "admin"]:
+        tok = first.links[c].rsplit("/", 1)[1]
+        assert tok not in stderr_text and tok not in json.dumps(summary)
+    first.stderr.close()
+    second.stderr.close()
+    assert 0 < acked_before_kill < sum(totals.values())
+    with Store(served.db, read_only=True) as store:
+        got = reads.answers(store, STUDY)
+    by_item = {(r["code"], r["position"]): r["item_id"] for r in served.plan}
+    stored = {(r["code"], r["item_id"]): r["answer"] for r in got.to_dicts()}
+    assert got.height == len(stored) == sum(totals.values())  # every answer, each exactly once
+    for r in results:
+        c = r.code
+        assert r.acked == sorted(set(r.acked))
+        for position in range(totals[c]):
+            assert stored[(c, by_item[(c, position)])] == answer_of(c, position)
+        # every participant not done before the kill came back after the restart
+        assert r.resumed_at is not None or len(r.acked) == totals[c], r
+    lat = sorted(shared.latencies)
+    print(f"\n{len(lat)} requests: median {lat[len(lat) // 2] * 1000:.1f} ms, p95 {lat[int(len(lat) * .95)] * 1000:.1f} ms, "
+          f"max {lat[-1] * 1000:.1f} ms; killed after {acked_before_kill} acknowledged answers")
+
+
+def test_refusals_are_one_error_line(served: Served) -> None:
+    legival("study", "serve", "--db", str(served.db), "--name", "nope", "--port", "0").error(
+        "--name", "no study 'nope'", STUDY)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        legival("study", "serve", "--db", str(served.db), "--name", STUDY, "--port", str(port)).error(
+            "--port", "in use")
+    key = key_path(served.db, STUDY)
+    os.chmod(key, 0o644)
+    try:
+        legival("study", "serve", "--db", str(served.db), "--name", STUDY, "--port", "0").error(
+            "readable or writable by group or others", "chmod 600")
+    finally:
+        os.chmod(key, 0o600)
+    moved = key.with_suffix(".moved")
+    key.rename(moved)
+    try:
+        legival("study", "serve", "--db", str(served.db), "--name", STUDY, "--port", "0").error("no key file")
+    finally:
+        moved.rename(key)
+    legival("study", "serve", "--db", str(served.db), "--name", STUDY, "--allow-host", "http://x/").error(
+        "--allow-host")
