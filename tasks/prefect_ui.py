@@ -222,7 +222,7 @@ def rank_table(rows: list[dict[str, str]]) -> list[str]:
     SOTU, regression rate, ...)."""
     from legival_core import markdown
     from legival_core.metrics.base import all_metrics
-    from legival_core.reports.render.safe_csv import unescape
+    from legival_core.safe_csv import unescape
 
     if not rows:
         return ["No teacher rows."]
