@@ -104,11 +104,12 @@ def step_frame(events: pl.DataFrame, traces: pl.DataFrame, tau: float) -> StepFr
     scopes = [*sorted(traces["teacher"].unique().drop_nulls().to_list()), ALL] if traces.height else [ALL]
     keep = traces.filter(pl.col("transfer")) if "transfer" in traces.columns else traces
     problems = keep.select("dataset", "problem_id").unique().sort("dataset", "problem_id")
-    t = (keep.select("trace_id", "teacher", "dataset", "problem_id").with_row_index("_t")
+    measured = pl.col("redundancy").is_not_null() if "redundancy" in keep.columns else pl.lit(None, pl.Boolean)
+    t = (keep.select("trace_id", "teacher", "dataset", "problem_id", measured.alias("_efficiency")).with_row_index("_t")
          .join(problems.with_row_index("_pi"), on=["dataset", "problem_id"])
          .with_columns(pl.col("teacher").replace_strict({s: i for i, s in enumerate(scopes)}, default=None,
                                                         return_dtype=pl.Int32).alias("_scope"))
-         .select("trace_id", "_t", "_pi", "_scope"))
+         .select("trace_id", "_t", "_pi", "_scope", "_efficiency"))
     cols = ["trace_id", "k_start", "k_end", "outcome", "y_start", "n_steps", "tokens_added", "position",
             "backtracking", "max_cos", "answer_stated", "self_check"]
     f = events.select(cols).join(t, on="trace_id", how="inner").drop("trace_id")
@@ -135,9 +136,18 @@ UNAVAILABLE = {
 }
 
 
-def _missing_reason(feature: str) -> str:
-    """Why a feature (or logistic term) is null for every segment of a scope."""
+NO_R_I = "too few events: no segment holds a step with an r_i (the first step never has one)"
+"""`redundant`/`max_cos` null everywhere although the efficiency stage ran on the traces: their
+segments hold only first steps (one-step traces, or depth 0 to 1)."""
+
+
+def _missing_reason(feature: str, efficiency_ran: bool = False) -> str:
+    """Why a feature (or logistic term) is null for every segment of a scope: `efficiency_ran` (the
+    report's trace table has a redundancy value for some trace of the scope) tells a stage that never ran
+    from r_i that cannot exist."""
     if feature in MISSING:
+        if efficiency_ran and feature in ("redundant", "max_cos"):
+            return NO_R_I
         return f"not run: {stage_command(MISSING[feature])}"
     return UNAVAILABLE.get(feature, "too few events: no segment")
 
@@ -158,6 +168,11 @@ def _effects(frame: StepFrame, config: ReportConfig, ran: bool) -> pl.DataFrame:
     n_parts: list[np.ndarray] = []
     present = np.zeros((n_s, n_c), bool)  # the feature's source is not null somewhere in the scope
     at_risk = np.zeros((n_s, len(OUTCOMES)), np.int64)  # segments that could have the outcome
+    efficiency_ran = np.zeros(n_s, bool)
+    if f.height:
+        ran_in = f.filter(pl.col("_efficiency").fill_null(False))["_scope"].unique().drop_nulls().to_list()
+        efficiency_ran[ran_in] = True
+        efficiency_ran[every] = bool(f["_efficiency"].fill_null(False).any())
     for o, out in enumerate(OUTCOMES):
         if f.height:
             risk = pl.col("y_start") > 0 if out == "drop" else pl.col("y_start") < 1
@@ -194,7 +209,8 @@ def _effects(frame: StepFrame, config: ReportConfig, ran: bool) -> pl.DataFrame:
         for c, (feat, out) in enumerate(combos):
             a, b, cc, d = (float(v) for v in total[s, c])
             n_exp, n_unexp, n_ev = a + b, cc + d, a + cc
-            status = _status(ran, at_risk[s, OUTCOMES.index(out)] > 0, present[s, c], feat, n_ev, n_exp, n_unexp)
+            status = _status(ran, at_risk[s, OUTCOMES.index(out)] > 0, present[s, c], feat, n_ev, n_exp, n_unexp,
+                             bool(efficiency_ran[s]))
             row: dict[str, object] = {
                 "scope": scope, "feature": feat, "outcome": out, "status": status,
                 "threshold": _threshold(feat, frame), "n_segments": int(n_exp + n_unexp),
@@ -229,13 +245,13 @@ def EFFECT_SCHEMA() -> dict[str, pl.DataType]:  # noqa: N802 (a constant, built 
 
 
 def _status(ran: bool, segments: bool, present: bool, feature: str, n_events: float, n_exposed: float,
-            n_unexposed: float) -> str:
+            n_unexposed: float, efficiency_ran: bool = False) -> str:
     if not ran:
         return f"not run: {stage_command('steps')}"
     if not segments:
         return "too few events: no segment"
     if not present:
-        return _missing_reason(feature)
+        return _missing_reason(feature, efficiency_ran)
     if n_events < MIN_EVENTS:
         return f"too few events: {int(n_events)} (fewer than {MIN_EVENTS})"
     if n_exposed == 0 or n_unexposed == 0:
@@ -329,7 +345,7 @@ def LOGIT_SCHEMA() -> dict[str, pl.DataType]:  # noqa: N802
 def _logistic(frame: StepFrame) -> pl.DataFrame:
     import polars as pl
 
-    cols = ["_scope", "_pi", "outcome", "y_start", *LOGIT_BINARY, *LOGIT_CONTINUOUS]
+    cols = ["_scope", "_pi", "_efficiency", "outcome", "y_start", *LOGIT_BINARY, *LOGIT_CONTINUOUS]
     f = frame.rows.select(cols)
     rows: list[dict[str, object]] = []
     for s, scope in enumerate(frame.scopes):
@@ -352,7 +368,7 @@ def _fit(outcome: str, risk: pl.DataFrame) -> list[dict[str, object]]:
     terms = []
     for t in (*LOGIT_BINARY, *LOGIT_CONTINUOUS):
         if risk.height and risk[t].null_count() == risk.height:
-            why[t] = "not in the model: " + _missing_reason(t)
+            why[t] = "not in the model: " + _missing_reason(t, bool(risk["_efficiency"].fill_null(False).any()))
         else:
             terms.append(t)
     data = risk.drop_nulls(terms)

@@ -18,6 +18,7 @@ from legival_core.reports.compute.step_effects import (
     ALL,
     FEATURES,
     LOGIT_TERMS,
+    NO_R_I,
     OUTCOMES,
     odds_ratio,
     permutation_p,
@@ -127,6 +128,16 @@ def test_one_schema_whatever_ran() -> None:
     other = step_analysis(events, idle, CONFIG)  # a teacher without segments
     assert set(other.effects.filter(pl.col("scope") == "u")["status"]) == {"too few events: no segment"}
     assert set(other.logistic.filter(pl.col("scope") == "u")["status"]) == {"too few events: no segment"}
+    # efficiency ran on the traces (a redundancy value) but no segment holds a step with an r_i
+    measured = traces.with_columns(pl.lit(0.0).alias("redundancy"))
+    why = dict(step_analysis(events, measured, CONFIG).effects.filter(
+        (pl.col("scope") == ALL) & (pl.col("feature") == "redundant")).select("outcome", "status").iter_rows())
+    assert why == {"drop": NO_R_I, "rise": "too few events: no segment"}  # every y_start is 1: none can rise
+    terms = step_analysis(events, measured, CONFIG).logistic.filter(pl.col("term") == "max_cos")["status"].to_list()
+    assert set(terms) <= {"not in the model: " + NO_R_I, "too few events: no segment"} and terms
+    unmeasured = traces.with_columns(pl.lit(None, pl.Float64).alias("redundancy"))
+    assert set(step_effects(events, unmeasured, CONFIG).filter((pl.col("feature") == "redundant") & (pl.col("outcome") == "drop"))["status"]) == {
+        "not run: legival efficiency --db DB"}
     few = step_effects(*_events({"t": (3, 5, 2, 9)}), CONFIG)
     assert few.filter(pl.col("feature") == "backtracking")["status"].to_list()[0] == "too few events: 5 (fewer than 10)"
     assert few["risk_difference"].null_count() == few.height  # no estimate where the status says why
