@@ -21,6 +21,8 @@ bump: written by `store.study` only. A study's design (`studies`, `study_items`,
 `study_assignments`) is written once, in one transaction; `study_answers` holds one answer per
 (participant, item), its key refusing a second; a participant's position is the count of their answers.
 `study_participants` keeps the SHA-256 of each token, never a token (`legival_core/study/tokens.py`).
+`study_grades` (the `study` stage, docs/study.md "Analysis") holds one grade per answer, by the grader
+version in `grader_version` (`<dataset>@<version>`): a grader bump replaces the row.
 """
 
 from __future__ import annotations
@@ -149,6 +151,11 @@ CREATE TABLE IF NOT EXISTS study_events (
     study VARCHAR NOT NULL, code VARCHAR NOT NULL, occurred_at TIMESTAMP NOT NULL, event VARCHAR NOT NULL,
     detail VARCHAR,
     PRIMARY KEY (study, code, occurred_at, event));
+CREATE TABLE IF NOT EXISTS study_grades (
+    study VARCHAR NOT NULL, code VARCHAR NOT NULL, item_id VARCHAR NOT NULL, correct BOOLEAN NOT NULL,
+    extracted VARCHAR, grade_status VARCHAR NOT NULL, grader_version VARCHAR NOT NULL,
+    read_as VARCHAR NOT NULL,
+    PRIMARY KEY (study, code, item_id));
 """
 
 TABLES = frozenset({
@@ -179,9 +186,12 @@ TABLES = frozenset({
     "study_assignments",
     "study_answers",
     "study_events",
+    "study_grades",
 })
 STUDY_TABLES = frozenset({"studies", "study_items", "study_participants", "study_assignments", "study_answers",
-                          "study_events"})
-"""A human study's tables (`store.study`, docs/study.md): never written by a stage."""
+                          "study_events", "study_grades"})
+"""A human study's tables (`store.study`, docs/study.md): none is copied into a plan's scratch store.
+Only `study_grades` is written by a stage (`study`, the answers' grades); the others by the study
+commands and server."""
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

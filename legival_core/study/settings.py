@@ -46,3 +46,13 @@ class StudySettings(Strict):
         if len(set(v)) != len(v):
             raise ValueError("a fraction is given twice")
         return tuple(sorted(v))
+
+
+class StudyAnalysis(Strict):
+    """How the report analyses the studies' answers (docs/study.md "Analysis"); the intervals' resamples
+    and seed are the report's (`report.resamples`, `report.seed`)."""
+
+    max_attention_failures: int = Field(
+        default=0, ge=0, description="attention checks a participant may answer wrong and still count; one more "
+                                     "excludes them from the analysis (counted in human_study.csv)")
+

@@ -13,7 +13,7 @@ samples at that depth (null when every sample at the depth overflowed: the depth
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,13 +55,20 @@ def empty_depths() -> pl.DataFrame:
     )
 
 
-def transfer_table(depths: pl.DataFrame, n_bins: int) -> TransferTable:
+def transfer_table(depths: pl.DataFrame, n_bins: int, open_ends: Collection[int] = ()) -> TransferTable:
     """Trace curves, FOTU, first success, RR and baseline of every (trace, student) (SPEC section 4).
 
     A pair whose depth 0 (the anchor) or depth m (bin B) is not observed has no curve, and then no
     FOTU, tau or RR either: prompts grow with k, so an overflow removes a tail of depths, and a first
     success that may lie in that tail can be neither observed nor ruled out. Unobserved bins between
     observed ones are linearly interpolated in b; several depths in one bin are averaged.
+
+    `open_ends`: the students (`six`) whose depths are a chosen subset of K (the human student: a study
+    asks a few fractions, never k = 0), not a tail lost to overflow. Their pairs have a curve as soon
+    as one depth is observed, computed on the observed depths alone: the same interpolation between
+    observed bins, and before the first (after the last) observed bin the curve stays at that bin's
+    value (no anchor to interpolate from). First success and RR run over the observed depths as over
+    K (RR's denominator: observed depths - 1; undefined with one); the baseline y0 is null without k = 0.
     """
     import numpy as np
     import polars as pl
@@ -100,6 +107,9 @@ def transfer_table(depths: pl.DataFrame, n_bins: int) -> TransferTable:
     hasm = np.zeros(n_pairs, bool)
     hasm[p[k == m]] = True
     valid = has0 & hasm
+    if open_ends:
+        is_open = np.isin(pairs["six"].to_numpy(), np.fromiter(open_ends, np.int64))
+        valid |= is_open & (np.bincount(p, minlength=n_pairs) > 0)
 
     curves = np.full((n_pairs, n_bins), np.nan)
     if valid.any():
@@ -108,7 +118,10 @@ def transfer_table(depths: pl.DataFrame, n_bins: int) -> TransferTable:
         idx = np.arange(width)
         left = np.maximum.accumulate(np.where(observed, idx, -1), axis=1)
         right = np.minimum.accumulate(np.where(observed, idx, width)[:, ::-1], axis=1)[:, ::-1]
-        right = np.minimum(right, n_bins)  # bin B is observed for every valid pair; guards the take
+        # an anchored pair has bins 0 and B observed: both sides always exist. An open-ended pair
+        # has at least one observed bin: a missing side takes the other (the curve stays flat there).
+        left, right = np.where(left < 0, right, left), np.where(right >= width, left, right)
+        right = np.minimum(right, n_bins)  # guards the take
         vl = np.take_along_axis(vals, left, axis=1)
         vr = np.take_along_axis(vals, right, axis=1)
         span = np.where(right == left, 1, right - left)
@@ -234,9 +247,10 @@ def bin_of(k: int, m: int, n_bins: int) -> int:
     return 0 if k == 0 else (n_bins * k + m - 1) // m
 
 
-def trace_transfer(y_by_k: Mapping[int, float], m: int, n_bins: int) -> TraceTransfer:
+def trace_transfer(y_by_k: Mapping[int, float], m: int, n_bins: int, open_ends: bool = False) -> TraceTransfer:
     """Every per-(trace, student) metric of SPEC section 4 from the observed y_k (depth -> mean
-    correctness; an absent depth is not observed), computed by `transfer_table` on this one pair."""
+    correctness; an absent depth is not observed), computed by `transfer_table` on this one pair
+    (`open_ends`: the depths are a chosen subset, as the human student's: `transfer_table`)."""
     import polars as pl
 
     if m < 1:
@@ -247,7 +261,7 @@ def trace_transfer(y_by_k: Mapping[int, float], m: int, n_bins: int) -> TraceTra
          "y": [float(y_by_k[k]) for k in ks]},
         schema={"tix": pl.Int64, "six": pl.Int64, "k": pl.Int64, "m": pl.Int64, "y": pl.Float64},
     )
-    t = transfer_table(depths, n_bins)
+    t = transfer_table(depths, n_bins, (0,) if open_ends else ())
     if t.pairs.height == 0:
         return TraceTransfer(None, None, None, None, None, 0, None)
     row = t.pairs.row(0, named=True)

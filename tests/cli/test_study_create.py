@@ -44,7 +44,7 @@ def test_create_prints_the_plan_and_links_and_stores_the_design(db: Path) -> Non
     assert [ln.split()[0] for ln in r.stdout.splitlines() if "/p/" in ln or "/admin/" in ln] == [
         "P01", "P02", "P03", "P04", "P05", "P06", "admin"]
     assert _tables(db) == {"studies": 1, "study_items": s["items"] + s["attention_items"], "study_participants": 7,
-                           "study_assignments": 60, "study_answers": 0, "study_events": 0}
+                           "study_assignments": 60, "study_answers": 0, "study_events": 0, "study_grades": 0}
     listed = legival("study", "list", "--db", str(db))
     assert listed.returncode == 0 and listed.summary()["studies"][0]["answers_needed"] == 60
     again = legival("study", "create", "--db", str(db), "--name", "pilot", "--teachers", "alpha,beta", "--problems",

@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Aggregates", "Direction", "aggregate", "index_traces", "pair_frame"]
 
+HUMAN = "human"
+"""The human studies' student (docs/study.md "Analysis"): a row of its own in every per-student table,
+kept out of the (teacher, dataset) and teacher means over students and their intervals, which stay the
+model students' (a study answers a few problems at a few depths: adding one must not move the
+leaderboard); the human study's table sets it beside them."""
+
 TRANSFER_COLUMNS = ("fotu", "sotu", "regression_rate", "rr_count", "student_baseline_acc")
 """What `by_student` computes; every registered transfer metric must be one of these (tested)."""
 STUDENT_COUNT_COLUMNS = ("n_sotu", "n_curve_traces", "n_rollout_traces", *PAIR_COUNT_COLUMNS)
@@ -207,6 +213,13 @@ def aggregate(traces: pl.DataFrame, tt: TransferTable, students: pl.DataFrame) -
     """All levels from an indexed trace table (`index_traces`), a transfer table and the students."""
     pairs = pair_frame(traces, tt, students)
     s, s_curves = by_student(pairs, tt)
-    d, d_curves = by_dataset(traces, s, s_curves)
+    d, d_curves = by_dataset(traces, model_students(s), model_students(s_curves))
     t, t_curves = by_teacher(d, d_curves)
     return Aggregates(s, d, t, s_curves, d_curves, t_curves)
+
+
+def model_students(frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the model students: `frame` without the human studies' (`HUMAN`)."""
+    import polars as pl
+
+    return frame.filter(pl.col("student") != HUMAN) if frame.height else frame

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING
 from legival_core.intervals import percentile_interval
 from legival_core.metrics.base import all_metrics, metrics_from, ranked_directions
 from legival_core.metrics.redundancy import SWEEP_THRESHOLDS
-from legival_core.reports.compute.aggregate import Aggregates, aggregate, index_traces, pair_frame
+from legival_core.reports.compute.aggregate import (
+    Aggregates,
+    aggregate,
+    index_traces,
+    model_students,
+    pair_frame,
+)
 from legival_core.reports.compute.bootstrap import (
     BootstrapResult,
     bootstrap,
@@ -30,6 +36,7 @@ from legival_core.reports.compute.columns import teacher_columns
 from legival_core.reports.compute.coverage import coverage_table
 from legival_core.reports.compute.data import ReportConfig, ReportData
 from legival_core.reports.compute.elbow import redundancy_elbow
+from legival_core.reports.compute.human import human_study_table, read_human, with_human
 from legival_core.reports.compute.pareto import FRONTIERS, pareto_frontier
 from legival_core.reports.compute.stats import (
     correlation_table,
@@ -64,10 +71,15 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     # Only transfer traces (correct, m >= 1) take part; rollouts of any other trace are ignored.
     transfer_traces = traces.filter(pl.col("transfer"))
     depths = reads.rollout_depths(store, transfer_traces, students) if students.height else empty_depths()
-    tt = transfer_table(depths, config.n_bins)
+    # the human student (docs/study.md "Analysis"): one more student, through the same code below
+    human = read_human(store, transfer_traces)
+    students, depths, open_ends = with_human(students, depths, human.depths)
+    model_depths = depths.join(human.depths.select("tix", "k"), on=["tix", "k"], how="semi")
+    tt = transfer_table(depths, config.n_bins, open_ends)
     del depths
     sweep = reads.redundancy_sweep(store, SWEEP_THRESHOLDS, config.model, SEGMENTER_VERSION)
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
+    data.human_study = human_study_table(human, model_depths, data, config)
     data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
     data.export = trace_export(store, data)
     data.step_events = step_reads.step_events(store, STEPS_VERSION)
@@ -117,7 +129,7 @@ def assemble(
                               "p_a_better": pl.Float64, "p_b_better": pl.Float64,
                               "distinguishable": pl.Boolean, "n_resamples": pl.Int64})
     if config.resamples > 0 and traces.height:
-        boot = bootstrap(traces, pairs, tt.curves, config.resamples, config.seed, tt.n_bins)
+        boot = bootstrap(traces, model_students(pairs), tt.curves, config.resamples, config.seed, tt.n_bins)
         teacher = teacher.join(ci_table(boot), on="teacher", how="left")
         rp = rank_pairs(boot)
         teacher = teacher.join(indistinct_columns(rp, boot.teachers), on="teacher", how="left")

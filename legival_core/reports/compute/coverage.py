@@ -19,7 +19,8 @@ A report keeps one schema whatever stages ran, so an empty cell must say why it 
 `coverage.csv` has one row per (teacher, dataset, metric) for every registered metric (a metric
 family, e.g. other reward models, is left out), and one row per (teacher, dataset) for the step events
 (`STEP_EVENTS`, stage `steps`, docs/steps.md: the numbers of step_effects.csv and its companions rest
-on them); the dashboard shows it as a panel and `legival report` prints a one-line count.
+on them), and one per (teacher, dataset) a human study shows (`HUMAN_STUDY`, stage `study`: the `human`
+student's answers, docs/study.md "Analysis"); the dashboard shows it as a panel and `legival report` prints a one-line count.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from typing import TYPE_CHECKING
 
 from legival_core.metrics.base import MetricInfo, all_metrics
 from legival_core.quality.group import dimensions, quality_metrics
-from legival_core.registry import entry
+from legival_core.registry import entry, is_registered
 from legival_core.rewards.models import DEFAULT_MODELS
 from legival_core.store import Store
 from legival_core.store import failures as failure_rows
 from legival_core.store import report as reads
 from legival_core.store import steps as step_reads
+from legival_core.store import study as study_reads
 from legival_core.transfer.steps import CODE_VERSION as STEPS_VERSION
 
 if TYPE_CHECKING:
@@ -44,6 +46,8 @@ COMPUTED, NOT_RUN, UNAVAILABLE, TOO_FEW, FAILED = "computed", "not run", "unavai
 COLUMNS = ("teacher", "dataset", "metric", "stage", "status", "n", "detail")
 STEP_EVENTS = "step_events"
 """The coverage row of the step events (not a registered metric: the step effects' tables rest on it)."""
+HUMAN_STUDY = "human_study"
+"""The coverage row of the human student's answers (docs/study.md "Analysis"), per (teacher, dataset) shown."""
 
 
 def stage_command(stage: str) -> str:
@@ -85,6 +89,7 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
             status, detail = _with_stage_failure(info, status, n, detail, stage_failed)
             rows.append((teacher, dataset, info.name, info.stage, status, n, detail))
     rows += _step_rows(store, sorted(stats), td, stats, stage_failed)
+    rows += _human_rows(store, traces)
     return pl.DataFrame(rows, orient="row", schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "metric": pl.Utf8,
                                                      "stage": pl.Utf8, "status": pl.Utf8, "n": pl.Int64,
                                                      "detail": pl.Utf8})
@@ -166,6 +171,27 @@ def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, s
             note = f"the steps stage failed: {stage_failed['steps']}"
             status, detail = (FAILED, note) if status != COMPUTED else (status, note)
         rows.append((teacher, dataset, STEP_EVENTS, "steps", status, n, detail))
+    return rows
+
+
+def _human_rows(store: Store, traces: pl.DataFrame) -> list[tuple[object, ...]]:
+    """One row per (teacher, dataset) that a human study shows (`HUMAN_STUDY`, stage `study`): n = the
+    answers graded by the current grader; not run (`legival study grade`) while answers wait for a
+    grade; too few traces while no answer is stored. No study: no row."""
+    from legival_core.datasets.base import current_graders
+
+    datasets = sorted({d for d in traces["dataset"].unique().to_list() if is_registered("dataset", d)})
+    rows: list[tuple[object, ...]] = []
+    for r in study_reads.study_grade_cells(store, current_graders(datasets)).iter_rows(named=True):
+        answers, graded = _int(r["answers"]), _int(r["graded"])
+        if not answers:
+            status, detail = TOO_FEW, "no answer stored yet (legival study serve --db DB --name N)"
+        elif graded == 0:
+            status, detail = NOT_RUN, stage_command("study")
+        else:
+            status = COMPUTED
+            detail = f"{answers - graded} answers not graded: {stage_command('study')}" if graded < answers else ""
+        rows.append((r["teacher"], r["dataset"], HUMAN_STUDY, "study", status, graded, detail))
     return rows
 
 

@@ -83,6 +83,9 @@ class ReportData:
     step_events: pl.DataFrame | None = None
     """step_events.parquet: the stored step events of the current events version (`store.steps.
     step_events`, docs/steps.md); None for tables assembled without a store."""
+    human_study: pl.DataFrame | None = None
+    """human_study.csv: the human studies' table (`compute.human.human_study_table`, docs/study.md
+    "Analysis"); None for tables assembled without a store (then the not-run table is written)."""
     steps: StepAnalysis | None = None
     """The step effects, the logistic model and the students' agreement (`compute.step_effects`),
     computed from `step_events`; None where `step_events` is."""

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from legival_core.reports.compute.data import ReportData, StepAnalysis
+from legival_core.reports.compute.human import human_study_of
 from legival_core.reports.paper.tables import PAPER_CSV, exported
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.dashboard import dashboard_html
@@ -68,6 +69,7 @@ def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
     csv(steps.effects, "step_effects.csv")
     csv(steps.logistic, "step_logistic.csv")
     csv(steps.agreement, "student_agreement.csv")
+    csv(human_study_of(data), "human_study.csv")  # one schema always (docs/study.md "Analysis")
     if store is not None:
         reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from legival_core.reports.compute.aggregate import model_students
 from legival_core.reports.compute.coverage import stage_command
+from legival_core.reports.compute.human import human_study_of
 from legival_core.reports.compute.step_effects import ALL
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.plots import step_analysis_of
@@ -61,7 +63,7 @@ SECTIONS: tuple[Section, ...] = (
             "teachers of the dimension with the Global Index.", ("gcot_dimensions.csv",), "gcot_dimensions.png"),
 )
 NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"),
-       ("pf-steps", "Where readers get lost"))
+       ("pf-steps", "Where readers get lost"), ("pf-human", "Can people follow it?"))
 
 
 def fmt_cell(v: object) -> str:
@@ -129,6 +131,7 @@ def sections_html(report: Report, image_dir: Path | None) -> str:
         out.append("</section>")
         parts.append("".join(out))
     parts.append(steps_html(report, image_dir))
+    parts.append(human_html(report))
     return "\n".join(parts)
 
 
@@ -195,6 +198,43 @@ def steps_html(report: Report, image_dir: Path | None) -> str:
     out.append('<h3 class="sub">Do students agree? Segments two students or more saw and one dropped: the share '
                "every one of them dropped</h3>")
     out.append(_table_html(agree, "student_agreement.csv"))
+    out.append("</section>")
+    return "".join(out)
+
+
+def human_html(report: Report) -> str:
+    """"Can people follow it?": human FOTU per teacher with its interval beside each model student's,
+    the agreement of people and students (Spearman of teacher FOTU, Cohen's kappa per item), the
+    ratings against FOTU, and who was excluded; the command to run when there is no study or no grade."""
+    import polars as pl
+
+    e = html.escape
+    table = human_study_of(report.data)
+    out = ['<section id="pf-human" class="paper"><h2>Can people follow it? The human study</h2>',
+           '<p class="note">People as one more student (<code>human</code>): FOTU on the depths they answered, '
+           "pooled over participants; 95% intervals of a bootstrap over participants and problems (Spearman: over "
+           "problems). Participants who failed an attention check are excluded and counted. Files: "
+           "<code>human_study.csv</code>, <code>teacher_dataset_student_metrics.csv</code> (docs/study.md).</p>"]
+    computed = table.filter(pl.col("status") == "computed")
+    if computed.height == 0:
+        out.append(f'<p class="empty" data-file="human_study.csv">{e(str(table["status"][0]))}</p></section>')
+        return "".join(out)
+    fotu = table.filter((pl.col("section") == "teacher") & (pl.col("metric") == "fotu"))
+    models = model_students(report.data.aggregates.by_student).group_by(
+        "teacher", "student").agg(pl.col("fotu").mean()).group_by("teacher").agg(
+        pl.col("fotu").mean().alias("model_fotu"))
+    of = dict(models.iter_rows())
+    rows = [{"teacher": r["teacher"], "human_fotu": r["value"], "fotu_95_ci": _interval(r["ci_low"], r["ci_high"]),
+             "students_fotu": of.get(r["teacher"]), "n_traces": r["n"], "n_answers": r["n_answers"],
+             "n_participants": r["n_participants"]} for r in fotu.iter_rows(named=True)]
+    if rows:
+        out.append('<h3 class="sub">Human FOTU per teacher, beside the model students\' mean</h3>')
+        out.append(_table_html(pl.DataFrame(rows), "human_study.csv"))
+    agree = table.filter(pl.col("section").is_in(["spearman_fotu", "kappa", "ratings", "participants"])).select(
+        "section", "student", "metric", "value", pl.struct("ci_low", "ci_high").map_elements(
+            lambda c: _interval(c["ci_low"], c["ci_high"]), return_dtype=pl.Utf8).alias("ci_95"), "n", "status")
+    out.append('<h3 class="sub">Do people and students agree? Ratings, exclusions</h3>')
+    out.append(_table_html(agree, "human_study.csv"))
     out.append("</section>")
     return "".join(out)
 

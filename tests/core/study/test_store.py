@@ -1,5 +1,5 @@
-"""The store side the study server will call (legival_core/store/study.py): a participant's position
-is the count of their answers, one answer per item, answers only to the current item."""
+"""The store side the study server calls (legival_core/store/study.py): a participant's current item is
+their first unanswered position, one answer per item, answers only to the current item."""
 
 from __future__ import annotations
 
@@ -42,3 +42,24 @@ def test_answers_advance_the_position_and_a_second_answer_is_refused(tmp_path: P
         with pytest.raises(reads.AnswerRefused, match="they are done"):
             reads.record_answer(store, "pilot", "P01", next(i for i in plan["item_id"] if i not in mine), "1",
                                 None, None, None)
+
+
+def test_answers_imported_out_of_order_are_skipped_by_the_server_side(tmp_path: Path) -> None:
+    """Label Studio may fill a participant's positions in any order (`import_answers`): the current item
+    is the first position still unanswered, never an answered one."""
+    db = make_store(tmp_path / "s.duckdb", n_problems=20, stating=range(0, 20, 2))
+    r = legival("study", "create", "--db", str(db), "--name", "pilot", "--problems", "12", "--participants", "2",
+                "--per-participant", "3", "--attention", "1")
+    assert r.returncode == 0, r.stderr
+    with Store(db) as store:
+        plan = reads.assignments(store, "pilot")
+        mine = plan.filter(plan["code"] == "P01")["item_id"].to_list()
+        reads.import_answers(store, "pilot", [reads.ImportedAnswer("P01", mine[1], "5", None, None, None, None, "t1")])
+        now = reads.next_item(store, "pilot", "P01")
+        assert now is not None and (now.position, now.item_id) == (0, mine[0])
+        reads.record_answer(store, "pilot", "P01", mine[0], "6", None, None, None)
+        now = reads.next_item(store, "pilot", "P01")
+        assert now is not None and (now.position, now.item_id) == (2, mine[2])  # position 1 was imported
+        with pytest.raises(reads.AnswerRefused, match="answered already"):
+            reads.record_answer(store, "pilot", "P01", mine[1], "7", None, None, None)
+

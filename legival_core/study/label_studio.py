@@ -1,0 +1,376 @@
+"""Label Studio interop (docs/study.md "Label Studio"): a study's items as Label Studio tasks and a
+labeling config, and Label Studio's JSON export read back into the study's answers.
+
+Why these choices:
+- **One task per item**, not per (participant, position): the open-source Label Studio has no
+  per-annotator assignment (any annotator may open any task of a project), so a task per assignment
+  would not keep a participant on their own items either, and would copy every text once per
+  participant. The design's order and its "never the same problem twice" travel beside the tasks: in
+  `assignments.csv` (code, position, item_key) and as one task file per participant
+  (`participants/<code>.json`, their items in order): a project per participant with Label Studio's
+  default sequential sampling shows each one exactly their items in the design's order. The import
+  refuses an answer to an item outside the participant's assignment unless told otherwise.
+- **Blind tasks**: `data` holds `item_key`, the problem and the prefix, cut exactly as the server cuts
+  it (`store.study.item_text` + `transfer.rollout_plan.prefix_for` under the study's profile), never the
+  gold, the later steps, the teacher or an id. `item_key` is HMAC(study key, item id): it says nothing
+  of the item (an attention check's id starts with `A`), and only the key file maps it back. Tasks are
+  listed in key order, which is no order of the design.
+- **The import is all or nothing** (`store.study.import_answers`, one transaction) and idempotent; an
+  export is read whole only under `MAX_IMPORT_BYTES` (Label Studio writes one JSON array, and a study's
+  export is megabytes), its tasks decoded one by one so an error names the task's line.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from legival_core.segment import SEGMENTER_VERSION
+from legival_core.store import study as reads
+from legival_core.store.db import Store
+from legival_core.study.pages import MAX_ANSWER_CHARS
+from legival_core.transfer.rollout_plan import prefix_for
+from legival_core.types import Span, Steps
+
+FORMAT = "label-studio"
+MAX_IMPORT_BYTES = 256 * 1024 * 1024
+"""A larger file is refused before it is read (a 20-participant study exports well under 10 MB)."""
+
+ANSWER, RATING = "answer", "rating"
+"""The labeling config's control names: the import reads these results."""
+
+README = """\
+Label Studio files of the study {study} (legival study export --format label-studio)
+
+config.xml        the labeling config: a project's Settings > Labeling Interface > Code
+tasks.json        one task per item (data: item_key, problem, prefix); import it into the project
+assignments.csv   the design: participant code, position, item_key (each participant's items in order)
+participants/     one task file per participant, their items in the design's order
+
+Label Studio (open source) cannot assign tasks to annotators: in one shared project any annotator may
+open any task, and so see a problem twice. To keep the design, make one project per participant with
+this config and import only participants/<code>.json (sequential sampling, the default, keeps the
+order); or assign the tasks of assignments.csv to each annotator yourself (Label Studio Enterprise).
+
+Annotators are matched to participant codes by their e-mail (P01@your.lab or just the code before the
+@) or user id; otherwise give a CSV with columns annotator,code to --annotators.
+
+Back: export each project as JSON (Export > JSON), then
+  legival study import --db DB --name {study} EXPORT.json [--annotators map.csv]
+Re-importing the same file stores nothing new; a changed answer is refused as a conflict.
+"""
+
+
+class LabelStudioError(ValueError):
+    """A file we cannot use (its message names the file, the task and the field), or a study whose items
+    cannot be cut (a trace or its steps missing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    tasks: list[dict[str, Any]]
+    config_xml: str
+    assignments: list[dict[str, Any]]
+    """code, position, item_key."""
+
+
+def item_key(key: bytes, study: str, item_id: str) -> str:
+    """The item's opaque name in Label Studio: HMAC-SHA256(study key, label-studio NUL study NUL item)."""
+    mac = hmac.new(key, "\x00".join(("label-studio", study, item_id)).encode(), hashlib.sha256).hexdigest()
+    return f"k{mac[:20]}"
+
+
+def label_config() -> str:
+    """The labeling config: the problem and the prefix as plain text (Label Studio escapes `Text`), a
+    required one-line final answer and an optional 1-5 rating, as on the study server's item page."""
+    return f"""<View>
+  <Header value="Problem"/>
+  <Text name="problem" value="$problem"/>
+  <Header value="The start of a solution (it may be empty)"/>
+  <Text name="prefix" value="$prefix"/>
+  <Header value="Your final answer"/>
+  <TextArea name={quoteattr(ANSWER)} toName="problem" required="true" maxSubmissions="1" rows="2"
+            placeholder="Type the final answer"/>
+  <Header value="I could follow this reasoning (optional; 1 = not at all, 5 = completely)"/>
+  <Rating name={quoteattr(RATING)} toName="prefix" maxRating="5"/>
+</View>
+"""
+
+
+def export_tasks(store: Store, name: str, key: bytes, segmenter: str = SEGMENTER_VERSION) -> Export:
+    """The study's tasks (one per item, in key order), the config and the keyed assignment."""
+    row = reads.study_row(store, name)
+    if row is None:
+        raise LabelStudioError(f"no study {name!r} in {store.path}")
+    profile = row["config"].get("profile", "spec")
+    keys = {i: item_key(key, name, i) for i in reads.item_kinds(store, name)}
+    if len(set(keys.values())) != len(keys):  # 80 bits: never seen, but a silent merge would be worse
+        raise LabelStudioError(f"study {name}: two items got the same item_key")
+    tasks = []
+    for item_id, k in sorted(keys.items(), key=lambda kv: kv[1]):
+        t = reads.item_text(store, name, item_id, segmenter)
+        if t is None or len(t.spans) != t.m:
+            raise LabelStudioError(f"study {name}: item {item_id}: its trace or steps are missing from the store")
+        steps = Steps(t.reasoning, tuple(Span(a, b) for a, b in t.spans))
+        tasks.append({"data": {"item_key": k, "problem": t.question, "prefix": prefix_for(steps, t.k, profile)}})
+    plan = [{"code": r["code"], "position": r["position"], "item_key": keys[r["item_id"]]}
+            for r in reads.assignments(store, name).to_dicts()]
+    return Export(tasks, label_config(), plan)
+
+
+def write_export(export: Export, study: str, out: Path, force: bool = False) -> list[Path]:
+    """Write the files into `out` atomically (a temporary folder beside it, renamed): `out` is either
+    untouched or complete. An existing non-empty `out` is refused (`FileExistsError`) unless `force`."""
+    import polars as pl
+
+    from legival_core.safe_csv import write_csv
+
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise FileExistsError(f"{out} is not empty (--force replaces it)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        (tmp / "config.xml").write_text(export.config_xml, encoding="utf-8")
+        (tmp / "tasks.json").write_text(json.dumps(export.tasks, ensure_ascii=False, indent=1), encoding="utf-8")
+        write_csv(pl.DataFrame(export.assignments, schema={"code": pl.Utf8, "position": pl.Int64, "item_key": pl.Utf8}),
+                  tmp / "assignments.csv")
+        (tmp / "README.txt").write_text(README.format(study=study), encoding="utf-8")
+        (tmp / "participants").mkdir()
+        by_key = {t["data"]["item_key"]: t for t in export.tasks}
+        for code in sorted({r["code"] for r in export.assignments}):
+            mine = sorted((r for r in export.assignments if r["code"] == code), key=lambda r: r["position"])
+            (tmp / "participants" / f"{code}.json").write_text(
+                json.dumps([by_key[r["item_key"]] for r in mine], ensure_ascii=False, indent=1), encoding="utf-8")
+        tmp.chmod(0o755)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            os.replace(out, old / "x")
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted(p for p in out.rglob("*") if p.is_file())
+
+
+# --- the import ---------------------------------------------------------------------------------------
+
+
+def _tasks(path: Path, max_bytes: int) -> Iterator[tuple[int, int, Any]]:
+    """(index, line, task) of each element of the file's top-level JSON array, decoded one by one so
+    an error names its line."""
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise LabelStudioError(f"{path}: {size:,} bytes, over the {max_bytes:,}-byte limit of an import "
+                               "(export fewer tasks per file)")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise LabelStudioError(f"{path}: line {line}: not UTF-8 text (byte {e.start})") from e
+    decoder = json.JSONDecoder()
+    seen_line, seen_pos = 1, 0
+
+    def line_at(pos: int) -> int:
+        nonlocal seen_line, seen_pos
+        seen_line += text.count("\n", seen_pos, pos)
+        seen_pos = pos
+        return seen_line
+
+    def skip(pos: int) -> int:
+        while pos < len(text) and text[pos] in " \t\r\n\ufeff":
+            pos += 1
+        return pos
+
+    def bad(pos: int, what: str) -> LabelStudioError:
+        return LabelStudioError(f"{path}: line {line_at(pos)}: {what}")
+
+    pos = skip(0)
+    if not text.startswith("[", pos):
+        raise bad(pos, "not a Label Studio JSON export (a JSON list of tasks; export with Export > JSON)")
+    pos, index = skip(pos + 1), 0
+    if text.startswith("]", pos):
+        return
+    while True:
+        try:
+            task, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            raise bad(e.pos, f"task {index}: bad JSON ({e.msg}, column {e.colno})") from e
+        yield index, line_at(pos), task
+        pos, index = skip(end), index + 1
+        if text.startswith("]", pos):
+            if skip(pos + 1) != len(text):
+                raise bad(skip(pos + 1), "text after the end of the list of tasks")
+            return
+        if not text.startswith(",", pos):
+            raise bad(pos, f"bad JSON after task {index - 1} (expected ',' or ']')")
+        pos = skip(pos + 1)
+
+
+def _identities(completed_by: Any) -> list[str]:
+    """The names an annotator may be known by: an e-mail, its part before the @, a user id. Label Studio
+    writes `completed_by` as the user id (the quick JSON export) or as {id, email, ...} (a snapshot)."""
+    if isinstance(completed_by, bool):
+        return []
+    if isinstance(completed_by, int):
+        return [str(completed_by)]
+    if isinstance(completed_by, dict):
+        out = []
+        email = completed_by.get("email")
+        if isinstance(email, str) and email:
+            out += [email, email.split("@", 1)[0]]
+        if isinstance(completed_by.get("id"), int) and not isinstance(completed_by.get("id"), bool):
+            out.append(str(completed_by["id"]))
+        return out
+    return []
+
+
+def _when(value: Any, where: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        at = datetime.fromisoformat(str(value))
+    except ValueError as e:
+        raise LabelStudioError(f"{where}: not an ISO 8601 time: {str(value)[:40]!r}") from e
+    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
+
+
+def _answer_and_rating(result: Any, where: str) -> tuple[str, int | None]:
+    if not isinstance(result, list):
+        raise LabelStudioError(f"{where}.result: not a list")
+    answer: str | None = None
+    rating: int | None = None
+    for j, r in enumerate(result):
+        if not isinstance(r, dict) or not isinstance(r.get("value"), dict):
+            raise LabelStudioError(f"{where}.result[{j}]: not a result (an object with a value)")
+        if r.get("from_name") == ANSWER:
+            text = r["value"].get("text")
+            if not isinstance(text, list) or not all(isinstance(x, str) for x in text):
+                raise LabelStudioError(f"{where}.result[{j}].value.text: not a list of texts")
+            answer = "\n".join(text)
+        elif r.get("from_name") == RATING:
+            got = r["value"].get("rating")
+            if isinstance(got, bool) or not isinstance(got, int | float) or got not in (1, 2, 3, 4, 5):
+                raise LabelStudioError(f"{where}.result[{j}].value.rating: {got!r} is not a whole number from 1 to 5")
+            rating = int(got)
+    if answer is None or not answer.strip():
+        raise LabelStudioError(f"{where}.result: no {ANSWER!r} text (the labeling config's TextArea must be named "
+                               f"{ANSWER!r}: use the exported config.xml)")
+    if len(answer) > MAX_ANSWER_CHARS:
+        raise LabelStudioError(f"{where}: the answer has {len(answer):,} characters, over the study's "
+                               f"{MAX_ANSWER_CHARS:,}")
+    return answer, rating
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    answers: list[reads.ImportedAnswer]
+    tasks: int
+    annotations: int
+    cancelled: int
+
+
+def read_export(path: Path, study: str, key: bytes, item_ids: list[str], codes: set[str],
+                annotators: dict[str, str] | None = None, max_bytes: int = MAX_IMPORT_BYTES) -> Read:
+    """Every submitted annotation of the export as an answer (cancelled/skipped ones counted, not
+    read). An annotator is a participant through `annotators` (its e-mail or id -> code) when given,
+    else when its e-mail, the e-mail's part before the @, or its id is a code."""
+    by_key = {item_key(key, study, i): i for i in item_ids}
+    out: list[reads.ImportedAnswer] = []
+    n_tasks = n_ann = cancelled = 0
+    for index, line, task in _tasks(path, max_bytes):
+        n_tasks += 1
+        tid = task.get("id") if isinstance(task, dict) else None
+        here = f"{path}: task {index} (line {line}" + (f", id {tid})" if tid is not None else ")")
+        if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
+            raise LabelStudioError(f"{here}: data: missing (not a Label Studio task)")
+        k = task["data"].get("item_key")
+        if not isinstance(k, str):
+            raise LabelStudioError(f"{here}: data.item_key: missing (a task not from `legival study export`)")
+        if k not in by_key:
+            raise LabelStudioError(f"{here}: data.item_key: {k[:40]!r} is not an item of study {study} "
+                                   "(exported from another study, or its key file was replaced)")
+        anns = task.get("annotations", [])
+        if not isinstance(anns, list):
+            raise LabelStudioError(f"{here}: annotations: not a list")
+        for j, a in enumerate(anns):
+            where = f"{here}: annotations[{j}]"
+            if not isinstance(a, dict):
+                raise LabelStudioError(f"{where}: not an object")
+            n_ann += 1
+            if a.get("was_cancelled"):
+                cancelled += 1
+                continue
+            names = _identities(a.get("completed_by"))
+            if not names:
+                raise LabelStudioError(f"{where}.completed_by: missing or not a user (an id or {{id, email}})")
+            code = next((annotators[n] for n in names if n in annotators), None) if annotators is not None else \
+                next((n for n in names if n in codes), None)
+            if code is None:
+                raise LabelStudioError(
+                    f"{where}.completed_by: annotator {names[0]!r} is not a participant of study {study} "
+                    + ("(not in --annotators)" if annotators is not None else
+                       "(name annotators by their participant code, or map them with --annotators)"))
+            answer, rating = _answer_and_rating(a.get("result"), where)
+            submitted = _when(a.get("created_at"), f"{where}.created_at")
+            lead = a.get("lead_time")
+            if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int | float) or lead < 0):
+                raise LabelStudioError(f"{where}.lead_time: {lead!r} is not a number of seconds")
+            seconds = round(float(lead), 3) if lead is not None else None
+            started = submitted - timedelta(seconds=seconds) if submitted is not None and seconds is not None else None
+            out.append(reads.ImportedAnswer(code, by_key[k], answer, rating, started, submitted, seconds,
+                                            f"{where} (annotation id {a.get('id')})"))
+    return Read(out, n_tasks, n_ann, cancelled)
+
+
+def read_annotators(path: Path, codes: set[str]) -> dict[str, str]:
+    """The --annotators CSV: columns annotator (a Label Studio e-mail or user id) and code."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+            header = list(rows[0]) if rows else []
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise LabelStudioError(f"{path}: cannot read it as a UTF-8 CSV ({e})") from e
+    if not rows or not {"annotator", "code"} <= set(header):
+        raise LabelStudioError(f"{path}: line 1: needs the columns annotator,code and at least one row")
+    out: dict[str, str] = {}
+    for n, r in enumerate(rows, start=2):
+        who, code = (r.get("annotator") or "").strip(), (r.get("code") or "").strip()
+        if not who:
+            raise LabelStudioError(f"{path}: line {n}: annotator: empty")
+        if code not in codes:
+            raise LabelStudioError(f"{path}: line {n}: code: {code!r} is not a participant of the study")
+        if out.get(who, code) != code:
+            raise LabelStudioError(f"{path}: line {n}: annotator: {who!r} is mapped twice")
+        out[who] = code
+    return out
+
+
+def import_export(store: Store, study: str, key: bytes, path: Path, annotators_csv: Path | None = None,
+                  any_item: bool = False, max_bytes: int = MAX_IMPORT_BYTES) -> dict[str, Any]:
+    """Read the export and store its answers all or nothing (`LabelStudioError` for the file,
+    `store.study.ImportRefused` for a conflict); returns the counts for the summary."""
+    codes = {p.code for p in reads.participants(store, study) if not p.admin}
+    annotators = read_annotators(annotators_csv, codes) if annotators_csv is not None else None
+    got = read_export(path, study, key, list(reads.item_kinds(store, study)), codes, annotators, max_bytes)
+    counts = reads.import_answers(store, study, got.answers, any_item)
+    return {"tasks": got.tasks, "annotations": got.annotations, "cancelled": got.cancelled,
+            "stored": counts.stored, "already_stored": counts.already,
+            "outside_assignment": counts.outside_assignment,
+            "participants": len({a.code for a in got.answers})}
