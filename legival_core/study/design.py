@@ -11,7 +11,10 @@ config give the same design, byte for byte, so a design can be rebuilt and check
   paired design), else each takes its own.
 - Assignment. The cells are laid out in one cyclic order in which the teacher and the depth both
   turn at every step (a Latin square: cell c has teacher c mod T and depth (c + c // lcm(T, D)) mod D);
-  participant p takes `per_participant` consecutive cells from cell p mod C, and in each cell an item
+  participant p takes `per_participant` consecutive cells from cell (p x per_participant) mod C (the
+  participants' blocks follow one another round the cycle, so every cell is answered about equally
+  often: starting at p mod C instead, 4 participants of 4 items over 10 cells answered cells 7-9
+  never), and in each cell an item
   of a problem they see nowhere else, the items answered by the fewest participants so far first
   (seeded ties; one assignment problem per participant, `scipy.optimize.linear_sum_assignment`).
   A participant never sees a problem twice; per participant the teachers' counts differ by at most one,
@@ -34,7 +37,7 @@ from legival_core.transfer.depths import preprint_depths, rollout_depths
 if TYPE_CHECKING:
     import polars as pl
 
-DESIGN_VERSION = "1"
+DESIGN_VERSION = "2"
 """Bump when the same candidates, config and seed would give another design."""
 
 CANDIDATE_COLUMNS = ("trace_id", "teacher", "dataset", "problem_id", "m", "answer_first")
@@ -186,11 +189,14 @@ def _pick_traces(rows: list[dict[str, Any]], config: StudyConfig, rng: Any) -> d
     """Per teacher, `problems` eligible traces (distinct grid depths for the fractions), one per problem."""
     by_teacher: dict[str, dict[tuple[str, str], dict[str, Any]]] = {t: {} for t in config.teachers}
     order = rng.permutation(len(rows)) if rows else []
+    merged = {t: 0 for t in config.teachers}  # traces left out: two fractions on one grid depth
     for i in order:
         r = rows[int(i)]
         ks = [nearest_depth(f, r["m"], grid(r["m"], config.step_interval, config.profile)) for f in config.depths]
         if len(set(ks)) == len(ks):
             by_teacher[r["teacher"]].setdefault((r["dataset"], r["problem_id"]), {**r, "ks": ks})
+        elif r["teacher"] in merged:
+            merged[r["teacher"]] += 1
     problems = sorted({p for d in by_teacher.values() for p in d})
     rank = dict(zip(problems, rng.permutation(len(problems)).tolist(), strict=True))
     cover = {p: sum(p in d for d in by_teacher.values()) for p in problems}
@@ -203,7 +209,12 @@ def _pick_traces(rows: list[dict[str, Any]], config: StudyConfig, rng: Any) -> d
             raise DesignError("--problems", f"{config.problems} problems per teacher, but teacher {t} has "
                               f"{len(mine)} eligible transfer traces of distinct problems (correct, m >= 1, the "
                               f"fractions on distinct grid depths), so the cells {cells} are short: "
-                              f"lower --problems to {len(mine)} or leave {t} out with --teachers")
+                              + (f"lower --problems to {len(mine)} or leave {t} out with --teachers" if mine else
+                                 f"leave {t} out with --teachers")
+                              + (f"; {merged[t]} of its traces are too short for --depths "
+                                 f"{','.join(f'{f:g}' for f in config.depths)} (two fractions fall on one grid depth "
+                                 f"with --step-interval {config.step_interval}): ask fewer fractions or a smaller "
+                                 "--step-interval" if merged[t] else ""))
         picked[t] = mine[: config.problems]
     return picked
 
@@ -237,7 +248,7 @@ def _assign(items: list[Item], config: StudyConfig, codes: list[str], rng: Any) 
     blocked = float(len(items) + 1) ** 3
     out = []
     for p, code in enumerate(codes):
-        mine = [order[(p + j) % len(order)] for j in range(config.per_participant)]
+        mine = [order[(p * config.per_participant + j) % len(order)] for j in range(config.per_participant)]
         cost = np.full((len(mine), len(problems)), blocked)
         for j, cell in enumerate(mine):
             for q, prob in enumerate(problems):

@@ -55,6 +55,22 @@ def test_each_participant_sees_every_cell_once_and_every_item_is_answered_equall
     assert s["answers_per_item"] == {"min": 2, "max": 2} and s["cells"] == 12
 
 
+@pytest.mark.parametrize(("teachers", "depths", "per", "people"), [(5, (0.5, 1.0), 4, 4), (3, FRACTIONS, 5, 7),
+                                                                (2, (0.5, 1.0), 3, 5), (4, (0.25, 0.75, 1.0), 7, 9)])
+def test_every_cell_is_answered_about_equally_often_when_participants_see_a_few_cells(
+        teachers: int, depths: tuple[float, ...], per: int, people: int) -> None:
+    """Participants' blocks of cells follow one another round the cycle: with fewer items per participant
+    than cells, every (teacher, depth) cell still gets its share of answers (within one)."""
+    cfg = config(teachers=teachers, depths=depths, problems=12, per_participant=per, participants=people, attention=0)
+    d = design_study(candidates(teachers, 20), cfg)
+    items = {i.item_id: i for i in d.items}
+    answered = Counter((items[i].teacher, items[i].fraction) for a in d.assignments for i in a.items)
+    cells = teachers * len(depths)
+    counts = [answered.get((f"T{t}", f), 0) for t in range(teachers) for f in depths]
+    assert sum(counts) == per * people and max(counts) - min(counts) <= 1, counts
+    assert min(counts) == (per * people) // cells
+
+
 def test_teachers_share_the_same_problems_when_they_can() -> None:
     d = design_study(candidates(3, 20), config(attention=0))
     per_teacher = {t: {i.problem_id for i in d.items if i.teacher == t} for t in ("T0", "T1", "T2")}
