@@ -139,7 +139,8 @@ class StageInfo:
     description: str = ""
     partial_inputs: bool = False
     """Runs even when a stage it needs failed as a whole (`stages.conditions.StageFailed`): it shows
-    what is stored and why the rest is missing (the report). Any other stage is then not run."""
+    what is stored and why the rest is missing (the report; steps, which takes the lexical flags where
+    the judge failed and is replanned when its flags come). Any other stage is then not run."""
 
     def jobs(self, ctx: RunContext) -> list[Job]:
         return self.build(ctx) if self.build is not None else []

@@ -288,6 +288,6 @@ def _steps_jobs(ctx: RunContext) -> list[Job]:
 
 
 register_stage("steps", "legival steps --db DB", needs=("transfer", "efficiency", "judge"), requires=("segment",),
-               build=_steps_jobs, order=75,
+               build=_steps_jobs, order=75, partial_inputs=True,  # a failed judge: the lexical flags, replanned later
                description="step events: each segment between two rollout depths, its outcome and its steps' "
                            "features (docs/steps.md)")

@@ -189,7 +189,7 @@ def test_deploy_and_run_on_local_server(server, tmp_path: Path) -> None:
     arts = {a["key"]: a for a in _post(c, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}})}
     progress = arts[f"benchmark-{SPEC_NAME}"]
     assert progress["type"] == "progress" and float(progress["data"]) == 100.0
-    assert "done, 7 / 7 stages" in progress["description"] and "elapsed" in progress["description"]
+    assert "done, 8 / 8 stages" in progress["description"] and "elapsed" in progress["description"]
     assert "rollouts" in progress["description"]
     ranking = arts[f"ranking-{SPEC_NAME}"]
     assert ranking["type"] == "markdown"

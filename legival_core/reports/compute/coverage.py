@@ -85,10 +85,10 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
     for info in metrics:
         for (teacher, dataset), cell in sorted(stats.items()):
             status, n, detail = _status(info, cell, td.get((teacher, dataset), {}), status_rows, teacher, dataset)
-            status, detail = _with_failures(info, status, n, detail, failed, teacher, dataset)
+            status, detail = _with_failures(info.stage, status, n, detail, failed, teacher, dataset)
             status, detail = _with_stage_failure(info, status, n, detail, stage_failed)
             rows.append((teacher, dataset, info.name, info.stage, status, n, detail))
-    rows += _step_rows(store, sorted(stats), td, stats, stage_failed)
+    rows += _step_rows(store, sorted(stats), td, stats, stage_failed, failed)
     rows += _human_rows(store, traces)
     return pl.DataFrame(rows, orient="row", schema={"teacher": pl.Utf8, "dataset": pl.Utf8, "metric": pl.Utf8,
                                                      "stage": pl.Utf8, "status": pl.Utf8, "n": pl.Int64,
@@ -146,7 +146,8 @@ def _status(info: MetricInfo, cell: dict[str, object], td: dict[str, object],
 
 
 def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, str], dict[str, object]],
-               stats: dict[tuple[str, str], dict[str, object]], stage_failed: dict[str, str]) -> list[tuple[object, ...]]:
+               stats: dict[tuple[str, str], dict[str, object]], stage_failed: dict[str, str],
+               failed: pl.DataFrame) -> list[tuple[object, ...]]:
     """One row per (teacher, dataset): its step events of the current version (n = traces with events),
     or why there are none: the rollouts are missing (transfer, then steps), no pair has two observed
     depths (too few traces), or `legival steps` has not run since the rollouts came."""
@@ -167,6 +168,7 @@ def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, s
             status, detail = TOO_FEW, "no (trace, student) pair with rollouts at two depths"
         else:
             status, detail = NOT_RUN, stage_command("steps")
+        status, detail = _with_failures("steps", status, n, detail, failed, teacher, dataset)  # skipped at ingest
         if "steps" in stage_failed:
             note = f"the steps stage failed: {stage_failed['steps']}"
             status, detail = (FAILED, note) if status != COMPUTED else (status, note)
@@ -195,18 +197,18 @@ def _human_rows(store: Store, traces: pl.DataFrame) -> list[tuple[object, ...]]:
     return rows
 
 
-STEP_STAGES = ("efficiency", "transfer", "judge", "quality")
+STEP_STAGES = ("efficiency", "transfer", "judge", "quality", "steps")
 """The stages of the metrics that rest on a trace's steps: a trace that failed segmentation has none."""
 
 
-def _with_failures(info: MetricInfo, status: str, n: int, detail: str, failed: pl.DataFrame, teacher: str,
+def _with_failures(stage: str, status: str, n: int, detail: str, failed: pl.DataFrame, teacher: str,
                    dataset: str) -> tuple[str, str]:
-    """The status and detail once the cell's failed units are counted: "failed" when nothing was
-    computed, and `failed: N traces (reason)` in the detail (after what was there)."""
+    """The status and detail of a cell of `stage` once its failed units are counted: "failed" when
+    nothing was computed, and `failed: N traces (reason)` in the detail (after what was there)."""
     if failed.is_empty():
         return status, detail
     hits = [r for r in failed.iter_rows(named=True) if r["teacher"] == teacher and r["dataset"] == dataset
-            and _failure_applies(str(r["stage"]), info.stage)]
+            and _failure_applies(str(r["stage"]), stage)]
     if not hits:
         return status, detail
     count = sum(int(r["failed"]) for r in hits)
