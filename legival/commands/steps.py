@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from legival.app import DbOption, app, open_store, settings
-from legival.console import emit_summary, fail, out_console, progress_bar
+from legival.console import emit_summary, err_console, fail, out_console, progress_bar
 from legival.tables import visible
 from legival_core.spec import Efficiency, default_of
 
@@ -42,7 +42,8 @@ def steps(
     trace: Annotated[str | None, typer.Option("--trace", help="Show this trace step by step.")] = None,
     teacher: Annotated[str | None, typer.Option(
         "--teacher", help="List this teacher's segments with the most drops across students.")] = None,
-    top: Annotated[int, typer.Option("--top", min=1, help="How many segments --teacher lists.")] = TOP_DEFAULT,
+    top: Annotated[int | None, typer.Option(
+        "--top", min=1, help=f"How many segments --teacher lists (default {TOP_DEFAULT}).")] = None,
     dataset: Annotated[str | None, typer.Option("--dataset", help="With --teacher: only this dataset's traces.")] = None,
     tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = default_of(Efficiency, "tau"),
     model: Annotated[str, typer.Option(help="Embedding model of the r_i the events read.")] = default_of(
@@ -55,13 +56,16 @@ def steps(
         fail("--trace and --teacher are two views: give one of them")
     if dataset is not None and teacher is None:
         fail("--dataset filters the list of --teacher: give --teacher too")
+    if top is not None and teacher is None:
+        fail("--top sizes the list of --teacher: give --teacher too")
+    given_model = model if model != default_of(Efficiency, "model") else None
     if trace is not None:
         with open_store(db, read_only=True) as store:
-            _trace_view(store, db, trace, config)
+            _trace_view(store, db, trace, config, given_model)
         return
     if teacher is not None:
         with open_store(db, read_only=True) as store:
-            _top_view(store, db, teacher, dataset, top)
+            _top_view(store, db, teacher, dataset, TOP_DEFAULT if top is None else top)
         return
     from legival_core.stages.steps import compute_steps
     from legival_core.store import steps as step_reads
@@ -70,6 +74,10 @@ def steps(
     with open_store(db) as store, progress_bar("steps") as bar:
         s = compute_steps(store, config, progress=lambda done, total: bar.update(done=done, total=total))
         stored = step_reads.stored_pairs(store)
+        rollouts = step_reads.has_rollouts(store)
+    if not rollouts:
+        err_console.print(f"no rollouts: run legival transfer --db {db} first (the step events cut its curves)",
+                          markup=False, highlight=False, soft_wrap=True)
     emit_summary({"command": "steps", **s.as_dict(), "stored_pairs": stored,
                   "wall_s": round(time.perf_counter() - t0, 3)})
 
@@ -97,23 +105,30 @@ def _marker(status: str, correct: bool | None, forced: bool | None) -> str:
     return f"{'forced ' if forced else ''}{'correct' if correct else 'wrong'}"
 
 
-def _answer_steps(texts: list[str], idx: list[int], dataset: str, gold: str | None) -> set[int]:
-    """The steps that state the gold answer, as the step events read it (docs/steps.md): the gold occurs
-    as a token and the dataset grader's reading of the step alone equals it."""
-    import numpy as np
+def _graders(dataset: str) -> pl.DataFrame:
+    """The current grader of `dataset` (none when it is no longer registered): the trace's grade by it."""
     import polars as pl
 
-    from legival_core.transfer.steps import answer_defined, cheap_grader, gold_candidates, states_gold
+    from legival_core.datasets.base import current_graders
 
-    defined = answer_defined([dataset], [gold])
-    grader = cheap_grader(dataset)
-    if not texts or not defined[0] or grader is None or gold is None:
-        return set()
-    hits = gold_candidates(pl.Series(texts, dtype=pl.Utf8), np.zeros(len(texts), np.int64), [gold], defined)
-    return {idx[i] for i in np.flatnonzero(hits).tolist() if states_gold(grader, texts[i], gold)}
+    try:
+        return current_graders([dataset])
+    except KeyError:
+        return pl.DataFrame(schema={"dataset": pl.Utf8, "grader": pl.Utf8})
 
 
-def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> None:
+def _not_run(db: Path, correct: bool | None, m: int) -> str:
+    """The step events' status of a trace without rollouts: not a transfer trace (transfer rolls out the
+    correct traces with a step or more), or transfer not run on it."""
+    if correct is False:
+        return "not a transfer trace: graded wrong: transfer rolls out correct traces only"
+    if m == 0:
+        return "not a transfer trace: no steps: transfer rolls out segmented traces only (legival segment --db DB)"
+    graded = "" if correct else f"legival grade --db {db}, then "
+    return f"not run: {graded}legival transfer --db {db} (no rollouts), then legival steps --db {db}"
+
+
+def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency, given_model: str | None = None) -> None:
     import polars as pl
 
     from legival_core.metrics.backtracking import BACKTRACKING
@@ -121,14 +136,15 @@ def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> No
     from legival_core.segment import SEGMENTER_VERSION
     from legival_core.store import dashboard as dash_reads
     from legival_core.store import steps as step_reads
-    from legival_core.transfer.steps import CODE_VERSION, self_check_flags
+    from legival_core.transfer.steps import CODE_VERSION, step_cues
 
     if not step_reads.trace_exists(store, trace_id):
         close = step_reads.close_trace_ids(store, trace_id)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         fail(f"{db}: no trace '{visible(trace_id)}' in the store{hint}")
-    rows = dash_reads.trace_rows(store, [trace_id], pl.DataFrame(schema={"dataset": pl.Utf8, "grader": pl.Utf8}),
-                                 similarity_model(config), SEGMENTER_VERSION, BACKTRACKING.name)
+    dataset = step_reads.trace_dataset(store, trace_id)
+    rows = dash_reads.trace_rows(store, [trace_id], _graders(dataset), similarity_model(config), SEGMENTER_VERSION,
+                                 BACKTRACKING.name)
     base = rows.base.row(0, named=True)
     text = base["reasoning"]
     spans = [(int(i), int(a), int(b)) for _t, i, a, b in rows.steps.iter_rows()]
@@ -141,8 +157,7 @@ def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> No
     else:
         flags, method = set(), None
     r_i = {int(i): float(r) for _t, i, r in rows.similarities.iter_rows() if r is not None}
-    checks = dict(zip(idx, self_check_flags(pl.Series(step_text, dtype=pl.Utf8)).tolist(), strict=True))
-    answers = _answer_steps(step_text, idx, base["dataset"], base["gold"])
+    answers, checks = step_cues(step_text, idx, base["dataset"], base["gold"])
     events = step_reads.trace_events(store, [trace_id]).filter(pl.col("code_version") == CODE_VERSION)
     roll = rows.rollouts
     students = sorted(set(roll["student"].to_list()))
@@ -158,9 +173,11 @@ def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> No
     if events.height:
         status = "computed"
     elif roll.height == 0:
-        status = f"not run: legival transfer --db {db} (no rollouts), then legival steps --db {db}"
+        status = _not_run(db, base["correct"], len(spans))
     else:
         status = f"not run: legival steps --db {db}"
+
+    efficiency = f"legival efficiency --db {db}" + (f" --model {given_model}" if given_model else "")
 
     def out(line: Text) -> None:
         out_console.print(line, soft_wrap=True, highlight=False)
@@ -168,7 +185,7 @@ def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> No
     out(_text(("trace ", "bold"), (visible(trace_id), "bold"), (f"  teacher {visible(base['teacher'])}  dataset "
              f"{visible(base['dataset'])}  problem {visible(base['problem_id'])}  m = {len(spans)} steps", "")))
     out(_text((f"backtracking flags: {method or f'not run: legival efficiency --db {db}'}; redundant: r_i > "
-               f"{config.tau:g} ({'r_i stored' if r_i else f'no r_i: legival efficiency --db {db}'}); step events: "
+               f"{config.tau:g} ({'r_i stored' if r_i else f'no r_i: {efficiency}'}); step events: "
                f"{status}", "dim")))
     out(_text(("markers: ", "dim"), *[(f"{m} {name}  ", style) for name, (m, style) in MARKERS.items()],
               ("| a drop's steps are marked DROP (student)", "dim")))
@@ -177,7 +194,7 @@ def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> No
         out(_depth_line(0, depths[0], students, moves))
     for i, body in zip(idx, step_text, strict=True):
         tags = [t for t, on in (("backtracking", i in flags), ("redundant", r_i.get(i, -1.0) > config.tau),
-                                ("self-check", checks.get(i, False)), ("answer", i in answers)) if on]
+                                ("self-check", i in checks), ("answer", i in answers)) if on]
         dropped = in_drop.get(i, [])
         parts: list[tuple[str, str]] = [(f"{i:>4} ", "bold red" if dropped else "bold")]
         parts += [(f"[{t}] ", "yellow") for t in tags]
@@ -194,7 +211,8 @@ def _trace_view(store: Store, db: Path, trace_id: str, config: Efficiency) -> No
     emit_summary({"command": "steps", "view": "trace", "trace_id": trace_id, "teacher": base["teacher"],
                   "dataset": base["dataset"], "problem_id": base["problem_id"], "m": len(spans),
                   "backtracking_method": method, "events_status": status, "events": events.height,
-                  "drops": events.filter(pl.col("outcome") == "drop").height, "students": students,
+                  "drops": events.filter(pl.col("outcome") == "drop").height if events.height else None,
+                  "students": students,
                   "steps": lines, "depths": [{"k": k, "markers": v} for k, v in sorted(depths.items())]})
 
 
@@ -233,8 +251,12 @@ def _top_view(store: Store, db: Path, teacher: str, dataset: str | None, top: in
 
     known = step_reads.step_teachers(store)
     if teacher not in known:
-        shown = ", ".join(visible(t) for t in known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
-        fail(f"{db}: no teacher '{visible(teacher)}' in the store (teachers: {shown or 'none'})")
+        fail(f"{db}: no teacher '{visible(teacher)}' in the store (teachers: {_listed(known)})")
+    if dataset is not None:
+        datasets = step_reads.teacher_datasets(store, teacher)
+        if dataset not in datasets:
+            fail(f"{db}: teacher '{visible(teacher)}' has no trace of dataset '{visible(dataset)}' (its datasets: "
+                 f"{_listed(datasets)})")
     seg = step_reads.top_drop_segments(store, teacher, CODE_VERSION, top, SEGMENTER_VERSION, dataset)
     ran = step_reads.stored_pairs(store) > 0
     where = f"{visible(teacher)}" + (f" on {visible(dataset)}" if dataset is not None else "")
@@ -255,6 +277,11 @@ def _top_view(store: Store, db: Path, teacher: str, dataset: str | None, top: in
                   (f"steps {r['k_start'] + 1}..{r['k_end']}: ", ""), (r["text"], "")))
     emit_summary({"command": "steps", "view": "top", "teacher": teacher, "dataset": dataset, "top": top,
                   "events_stored": ran, "segments": rows})
+
+
+def _listed(names: list[str], limit: int = 20) -> str:
+    shown = ", ".join(visible(t) for t in names[:limit])
+    return (shown + (f" and {len(names) - limit} more" if len(names) > limit else "")) or "none"
 
 
 def _top_rows(seg: pl.DataFrame) -> list[dict[str, Any]]:

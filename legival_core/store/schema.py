@@ -128,8 +128,9 @@ CREATE TABLE IF NOT EXISTS step_events (
     m INTEGER NOT NULL, outcome VARCHAR NOT NULL, y_start DOUBLE NOT NULL, y_end DOUBLE NOT NULL,
     n_steps INTEGER NOT NULL, tokens_added INTEGER, position DOUBLE NOT NULL, backtracking BOOLEAN,
     backtracking_method VARCHAR, max_cos DOUBLE, answer_stated BOOLEAN, self_check BOOLEAN NOT NULL,
-    inputs_key VARCHAR NOT NULL, code_version VARCHAR NOT NULL,
+    inputs_key VARCHAR NOT NULL, code_version VARCHAR NOT NULL, similarity BOOLEAN,
     PRIMARY KEY (trace_id, student_key, k_start, k_end));
+ALTER TABLE step_events ADD COLUMN IF NOT EXISTS similarity BOOLEAN;
 CREATE TABLE IF NOT EXISTS studies (
     name VARCHAR PRIMARY KEY, created TIMESTAMP NOT NULL, seed BIGINT NOT NULL, design_version VARCHAR NOT NULL,
     config VARCHAR NOT NULL, consent_text VARCHAR NOT NULL);

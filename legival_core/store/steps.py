@@ -164,7 +164,15 @@ def replace_step_events(store: Store, pairs: pl.DataFrame, events: pa.Table, del
 
 _EVENT_COLUMNS = """e.trace_id, coalesce(s.name, e.student_key) AS student, e.k_start, e.k_end, e.m, e.outcome,
            e.y_start, e.y_end, e.n_steps, e.tokens_added, e.position, e.backtracking, e.backtracking_method,
-           e.max_cos, e.answer_stated, e.self_check"""
+           e.max_cos, e.answer_stated, e.self_check, {similarity} AS similarity"""
+
+
+def _event_columns(store: Store) -> str:
+    """The events' columns as read; `similarity` NULL on a store opened read-only whose table predates
+    that column (its rows are of events version 1: every reader of the current version drops them)."""
+    has = store._run("SELECT count(*) FROM information_schema.columns WHERE table_catalog = current_database() "
+                     "AND table_schema = 'main' AND table_name = 'step_events' AND column_name = 'similarity'")[0][0]
+    return _EVENT_COLUMNS.format(similarity="e.similarity" if has else "NULL::BOOLEAN")
 
 
 def _empty_events(full: bool) -> pl.DataFrame:
@@ -174,7 +182,7 @@ def _empty_events(full: bool) -> pl.DataFrame:
         "trace_id": pl.Utf8, "student": pl.Utf8, "k_start": pl.Int32, "k_end": pl.Int32, "m": pl.Int32,
         "outcome": pl.Utf8, "y_start": pl.Float64, "y_end": pl.Float64, "n_steps": pl.Int32, "tokens_added": pl.Int32,
         "position": pl.Float64, "backtracking": pl.Boolean, "backtracking_method": pl.Utf8, "max_cos": pl.Float64,
-        "answer_stated": pl.Boolean, "self_check": pl.Boolean}
+        "answer_stated": pl.Boolean, "self_check": pl.Boolean, "similarity": pl.Boolean}
     return pl.DataFrame(schema={**schema, "student_key": pl.Utf8, "code_version": pl.Utf8} if full else schema)
 
 
@@ -188,7 +196,7 @@ def step_events(store: Store, code_version: str | None = None) -> pl.DataFrame:
     if not store.has_table("step_events"):
         return _empty_events(full=False)
     where = "" if code_version is None else "WHERE e.code_version = ?"
-    return store._query(f"SELECT {_EVENT_COLUMNS} FROM step_events e LEFT JOIN students s USING (student_key) "
+    return store._query(f"SELECT {_event_columns(store)} FROM step_events e LEFT JOIN students s USING (student_key) "
                         f"{where}", [code_version] if code_version is not None else None)
 
 
@@ -197,7 +205,7 @@ def trace_events(store: Store, trace_ids: Sequence[str]) -> pl.DataFrame:
     the `student_key` and `code_version` of each row (the dashboard's trace view)."""
     if not store.has_table("step_events") or not trace_ids:
         return _empty_events(full=True)
-    return store._query_ids(list(trace_ids), f"SELECT {_EVENT_COLUMNS}, e.student_key, e.code_version "
+    return store._query_ids(list(trace_ids), f"SELECT {_event_columns(store)}, e.student_key, e.code_version "
                             "FROM step_events e JOIN _ids USING (trace_id) LEFT JOIN students s USING (student_key) "
                             "ORDER BY e.trace_id, student, e.k_start")
 
@@ -246,6 +254,23 @@ def step_coverage(store: Store, code_version: str) -> pl.DataFrame:
 def step_teachers(store: Store) -> list[str]:
     """Every teacher with a stored trace, sorted (`legival steps --teacher`'s choices)."""
     return [str(r[0]) for r in store._run("SELECT DISTINCT teacher FROM traces ORDER BY teacher")]
+
+
+def teacher_datasets(store: Store, teacher: str) -> list[str]:
+    """The datasets of `teacher`'s stored traces, sorted (`legival steps --teacher T --dataset`'s choices)."""
+    return [str(r[0]) for r in store._run("SELECT DISTINCT dataset FROM traces WHERE teacher = ? ORDER BY dataset",
+                                          [teacher])]
+
+
+def trace_dataset(store: Store, trace_id: str) -> str:
+    """The dataset of a stored trace ('' when there is no such trace)."""
+    rows = store._run("SELECT dataset FROM traces WHERE trace_id = ?", [trace_id])
+    return str(rows[0][0]) if rows else ""
+
+
+def has_rollouts(store: Store) -> bool:
+    """Whether the store holds any rollout (without, the steps stage has nothing to cut)."""
+    return bool(store._run("SELECT count(*) FROM (SELECT 1 FROM rollouts LIMIT 1)")[0][0])
 
 
 def close_trace_ids(store: Store, trace_id: str, limit: int = 3) -> list[str]:

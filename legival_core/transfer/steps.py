@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     import numpy as np
     import polars as pl
 
-CODE_VERSION = "1"
+CODE_VERSION = "2"
 """The step events' code: bump it when an event or feature definition changes (every pair is then
-recomputed: the version is part of each pair's inputs key)."""
+recomputed: the version is part of each pair's inputs key). 2: the `similarity` column."""
 
 OUTCOMES = ("drop", "rise", "flat_correct", "flat_wrong")
 FLAT_CORRECT_AT = 0.5
@@ -58,7 +58,7 @@ SELF_CHECK_PATTERN = r"(?i)\b(?:" + "|".join(SELF_CHECK_CUES) + ")"
 
 EVENT_COLUMNS = ("trace_id", "student_key", "k_start", "k_end", "m", "outcome", "y_start", "y_end", "n_steps",
                  "tokens_added", "position", "backtracking", "backtracking_method", "max_cos", "answer_stated",
-                 "self_check")
+                 "self_check", "similarity")
 
 
 def event_schema() -> dict[str, pl.DataType]:
@@ -68,7 +68,7 @@ def event_schema() -> dict[str, pl.DataType]:
             "m": pl.Int32(), "outcome": pl.Utf8(), "y_start": pl.Float64(), "y_end": pl.Float64(),
             "n_steps": pl.Int32(), "tokens_added": pl.Int32(), "position": pl.Float64(),
             "backtracking": pl.Boolean(), "backtracking_method": pl.Utf8(), "max_cos": pl.Float64(),
-            "answer_stated": pl.Boolean(), "self_check": pl.Boolean()}
+            "answer_stated": pl.Boolean(), "self_check": pl.Boolean(), "similarity": pl.Boolean()}
 
 
 # --------------------------------------------------------------------------- the teacher's answer stated
@@ -200,6 +200,25 @@ def stated(step_text: pl.Series, step_row: np.ndarray, step_idx: np.ndarray, row
     return defined, first_stated(step_row[hit], step_idx[hit], texts, row_dataset, row_gold)
 
 
+def step_cues(texts: Sequence[str], idx: Sequence[int], dataset: str, gold: str | None) -> tuple[set[int], set[int]]:
+    """The per-step cues of one trace as its events read them: the steps that state the gold answer (the
+    gold occurs as a token and the dataset grader's reading of the step alone equals it) and the steps
+    that hold a self-check cue. What `legival steps --trace` and the dashboard's explorer both flag."""
+    import numpy as np
+    import polars as pl
+
+    if not texts:
+        return set(), set()
+    series = pl.Series(list(texts), dtype=pl.Utf8)
+    checks = {int(idx[i]) for i in np.flatnonzero(self_check_flags(series)).tolist()}
+    defined = answer_defined([dataset], [gold])
+    grader = cheap_grader(dataset)
+    if not defined[0] or grader is None or gold is None:
+        return set(), checks
+    hits = gold_candidates(series, np.zeros(len(texts), np.int64), [gold], defined)
+    return {int(idx[i]) for i in np.flatnonzero(hits).tolist() if states_gold(grader, texts[i], gold)}, checks
+
+
 def self_check_flags(step_text: pl.Series) -> np.ndarray:
     """Whether each step (a polars string Series) holds a self-check cue (`SELF_CHECK_PATTERN`), all
     steps in one regex pass."""
@@ -226,7 +245,9 @@ def segment_events(depths: pl.DataFrame, steps: pl.DataFrame, traces: pl.DataFra
     = the student's prompt tokens at k_end minus at k_start (null if either is missing);
     `backtracking` = a flagged step in the segment; `max_cos` = the max r_i of its steps (null when
     none has one); `answer_stated` = the first step stating the gold is <= k_end (the prefix up to
-    k_end states it); `self_check` = a cue in one of its steps.
+    k_end states it); `self_check` = a cue in one of its steps; `similarity` = the trace's r_i are stored
+    for the stage's embedding model (`has_similarity`: a null `max_cos` then means "no step of the
+    segment has an r_i", not "never computed").
     """
     import numpy as np
     import polars as pl
@@ -300,5 +321,6 @@ def segment_events(depths: pl.DataFrame, steps: pl.DataFrame, traces: pl.DataFra
         "max_cos": pl.Series(np.where(has_sim & np.isfinite(seg_cos), seg_cos, np.nan), nan_to_null=True),
         "answer_stated": pl.Series((first >= 1) & (first <= k1)).set(pl.Series(~answer_defined), None),
         "self_check": n_sc > 0,
+        "similarity": has_sim.astype(bool),
     })
     return out.cast(schema).select(list(EVENT_COLUMNS))  # type: ignore[arg-type]

@@ -148,7 +148,8 @@ def test_top_ranks_a_teachers_segments_by_drops_across_students(db: Path) -> Non
     assert "Step 1 adds 1 apples. " + MARKUP + " Step 3 adds 3 apples." in r.stdout
     every = summary(run("steps", "--db", str(db), "--teacher", "t", "--dataset", "gsm8k"))["segments"]
     assert [(s["trace_id"], s["n_drops"]) for s in every] == [("A", 3), ("B", 2), ("C", 1)]  # D never drops
-    assert summary(run("steps", "--db", str(db), "--teacher", "t", "--dataset", "math"))["segments"] == []
+    wrong = run("steps", "--db", str(db), "--teacher", "t", "--dataset", "math", code=2)  # not t's dataset
+    assert "teacher 't' has no trace of dataset 'math' (its datasets: gsm8k)" in wrong.stderr
 
 
 def test_the_top_list_before_the_steps_ran_says_so(db: Path) -> None:
@@ -162,6 +163,8 @@ def test_the_top_list_before_the_steps_ran_says_so(db: Path) -> None:
     (("--teacher", "u"), "no teacher 'u' in the store (teachers: t)"),
     (("--trace", "A", "--teacher", "t"), "give one of them"),
     (("--dataset", "gsm8k"), "give --teacher too"),
+    (("--top", "3"), "--top sizes the list of --teacher: give --teacher too"),
+    (("--trace", "A", "--top", "3"), "give --teacher too"),
 ])
 def test_bad_ids_are_one_error_line(db: Path, args: tuple[str, ...], said: str) -> None:
     r = run("steps", "--db", str(db), *args, code=2)
@@ -169,3 +172,33 @@ def test_bad_ids_are_one_error_line(db: Path, args: tuple[str, ...], said: str) 
     assert len(errors) == 1 and said in errors[0], r.stderr
     if args == ("--trace", "Ax"):
         assert "did you mean A?" in errors[0]
+
+
+def test_no_rollouts_is_said_on_stderr_and_the_json_still_ends_the_output(tmp_path: Path) -> None:
+    path = tmp_path / "bare.duckdb"
+    with Store(path) as s, s.transaction():
+        s.insert_rows("problems", [{"dataset": "gsm8k", "problem_id": "p0", "question": "q", "gold": "7"}])
+    r = run("steps", "--db", str(path))
+    assert f"no rollouts: run legival transfer --db {path} first" in r.stderr
+    assert summary(r)["pairs"] == 0
+
+
+def test_a_trace_transfer_never_rolls_out_says_why(db: Path) -> None:
+    with Store(db) as s, s.transaction():
+        s._run("DELETE FROM rollouts WHERE trace_id = 'D'")
+        s._run("UPDATE grades SET correct = false WHERE trace_id = 'D'")
+        s._run("DELETE FROM rollouts WHERE trace_id = 'C'")
+    wrong = summary(run("steps", "--db", str(db), "--trace", "D"))
+    assert wrong["events_status"] == "not a transfer trace: graded wrong: transfer rolls out correct traces only"
+    assert wrong["drops"] is None and wrong["events"] == 0  # the stage never ran for it: not "0 drops"
+    right = summary(run("steps", "--db", str(db), "--trace", "C"))  # correct, its rollouts gone: not run
+    assert right["events_status"].startswith(f"not run: legival transfer --db {db}") and right["drops"] is None
+    run("steps", "--db", str(db))
+    assert summary(run("steps", "--db", str(db), "--trace", "A"))["drops"] == 3
+
+
+def test_the_no_r_i_hint_names_the_model_given(db: Path) -> None:
+    r = run("steps", "--db", str(db), "--trace", "A", "--model", "other-model")
+    assert f"no r_i: legival efficiency --db {db} --model other-model" in r.stdout
+    plain = run("steps", "--db", str(db), "--trace", "A")
+    assert "r_i stored" in plain.stdout

@@ -133,3 +133,20 @@ def test_the_figure_draws_every_feature_and_every_rows_status(tmp_path: Path) ->
     assert sum(t.endswith("not run: legival efficiency --db DB") for t in texts) == 2 * 2 * 2  # 2 features
     assert sum("too few events" in t for t in texts) == rows - 8 and not any(NOT_RUN in t for t in texts)
     assert {t.split(": ", 1)[0] for t in texts} == {"t", "all teachers"}
+
+
+def test_the_report_on_collinear_features_writes_its_files(tmp_path: Path) -> None:
+    """The synthetic store adds 20 prompt tokens per step (tokens_added = 20 x n_steps exactly): the
+    logistic model once died there with an OverflowError (issue 41 review); now the collinear term is
+    left out with its reason and the report writes every file."""
+    from tests.synthetic import fill_synthetic
+
+    db = tmp_path / "syn.duckdb"
+    with Store(db) as s, s.transaction():
+        fill_synthetic(s, traces_per_cell=30)
+    assert legival("steps", "--db", str(db)).returncode == 0
+    _report(db, tmp_path / "out")
+    logit = _rows(tmp_path / "out" / "step_logistic.csv")
+    assert logit and all(r["status"] for r in logit)
+    collinear = {r["status"] for r in logit if r["term"] == "n_steps" and r["status"] != "computed"}
+    assert any(s.startswith("not in the model: collinear with tokens_added") for s in collinear), collinear

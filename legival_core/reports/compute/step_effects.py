@@ -25,13 +25,19 @@ something else (a hard problem, a long trace).
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from legival_core.intervals import percentile_interval
 from legival_core.reports.compute.coverage import stage_command
 from legival_core.reports.compute.data import ReportConfig, StepAnalysis
+from legival_core.reports.compute.step_logit import (
+    LOGIT_BINARY,
+    LOGIT_CONTINUOUS,
+    LOGIT_SCHEMA,
+    fit_rows,
+)
+from legival_core.reports.compute.step_logit import LOGIT_TERMS as LOGIT_TERMS  # the logistic rows' terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,12 +48,7 @@ FEATURES = ("backtracking", "redundant", "answer_stated", "self_check", "late", 
 OUTCOMES = ("drop", "rise")
 MIN_EVENTS = 10
 """Fewer events (segments with the outcome) than this in a 2x2 table: "too few events"."""
-EVENTS_PER_PARAMETER = 10
-"""The logistic model needs at least this many events, and as many non-events, per parameter."""
 LATE_AFTER = 0.5
-LOGIT_BINARY = ("backtracking", "answer_stated", "self_check")
-LOGIT_CONTINUOUS = ("max_cos", "tokens_added", "position", "n_steps")
-LOGIT_TERMS = ("intercept", *LOGIT_BINARY, *LOGIT_CONTINUOUS)
 RESAMPLE_BLOCK = 64
 """Bootstrap resamples drawn together (a block of draws is resamples x problems)."""
 
@@ -104,15 +105,15 @@ def step_frame(events: pl.DataFrame, traces: pl.DataFrame, tau: float) -> StepFr
     scopes = [*sorted(traces["teacher"].unique().drop_nulls().to_list()), ALL] if traces.height else [ALL]
     keep = traces.filter(pl.col("transfer")) if "transfer" in traces.columns else traces
     problems = keep.select("dataset", "problem_id").unique().sort("dataset", "problem_id")
-    measured = pl.col("redundancy").is_not_null() if "redundancy" in keep.columns else pl.lit(None, pl.Boolean)
-    t = (keep.select("trace_id", "teacher", "dataset", "problem_id", measured.alias("_efficiency")).with_row_index("_t")
+    t = (keep.select("trace_id", "teacher", "dataset", "problem_id").with_row_index("_t")
          .join(problems.with_row_index("_pi"), on=["dataset", "problem_id"])
          .with_columns(pl.col("teacher").replace_strict({s: i for i, s in enumerate(scopes)}, default=None,
                                                         return_dtype=pl.Int32).alias("_scope"))
-         .select("trace_id", "_t", "_pi", "_scope", "_efficiency"))
+         .select("trace_id", "_t", "_pi", "_scope"))
     cols = ["trace_id", "k_start", "k_end", "outcome", "y_start", "n_steps", "tokens_added", "position",
             "backtracking", "max_cos", "answer_stated", "self_check"]
-    f = events.select(cols).join(t, on="trace_id", how="inner").drop("trace_id")
+    similarity = (pl.col("similarity") if "similarity" in events.columns else pl.lit(None)).cast(pl.Boolean)
+    f = events.select(*cols, similarity.alias("similarity")).join(t, on="trace_id", how="inner").drop("trace_id")
     got = f["tokens_added"].cast(pl.Float64).median() if f.height else None
     median = float(got) if isinstance(got, int | float) else None
     rows = f.with_columns(
@@ -127,26 +128,30 @@ def _threshold(feature: str, frame: StepFrame) -> float | None:
     return {"redundant": frame.tau, "late": LATE_AFTER, "long": frame.long_median}.get(feature)
 
 
+ANSWER_UNAVAILABLE = ("unavailable: the gold answer cannot be spotted in a step (no cheap answer extraction for "
+                      "the dataset, or no single-expression gold stored)")
+"""`answer_stated` null for every segment: `transfer.steps.answer_defined` was false for each trace (its
+grader has no finder to run on a step, or its gold is missing or not one expression)."""
 MISSING = {"backtracking": "efficiency", "redundant": "efficiency", "max_cos": "efficiency"}
 """A feature whose source the efficiency stage computes: "not run" with its command when null everywhere."""
 UNAVAILABLE = {
-    "answer_stated": "unavailable: no dataset of these traces has a cheap answer extraction",
+    "answer_stated": ANSWER_UNAVAILABLE,
     "long": "unavailable: the rollouts hold no prompt token counts",
     "tokens_added": "unavailable: the rollouts hold no prompt token counts",
 }
 
 
 NO_R_I = "too few events: no segment holds a step with an r_i (the first step never has one)"
-"""`redundant`/`max_cos` null everywhere although the efficiency stage ran on the traces: their
-segments hold only first steps (one-step traces, or depth 0 to 1)."""
+"""`redundant`/`max_cos` null everywhere although the traces' r_i are stored (some segment's
+`similarity` is true): their segments hold only first steps (one-step traces, or depth 0 to 1)."""
 
 
-def _missing_reason(feature: str, efficiency_ran: bool = False) -> str:
-    """Why a feature (or logistic term) is null for every segment of a scope: `efficiency_ran` (the
-    report's trace table has a redundancy value for some trace of the scope) tells a stage that never ran
-    from r_i that cannot exist."""
+def _missing_reason(feature: str, similarity: bool = False) -> str:
+    """Why a feature (or logistic term) is null for every segment of a scope: `similarity` (some segment
+    of the scope was computed with its trace's r_i stored for the steps stage's embedding model, the
+    events' `similarity` column) tells r_i never computed from r_i that cannot exist."""
     if feature in MISSING:
-        if efficiency_ran and feature in ("redundant", "max_cos"):
+        if similarity and feature in ("redundant", "max_cos"):
             return NO_R_I
         return f"not run: {stage_command(MISSING[feature])}"
     return UNAVAILABLE.get(feature, "too few events: no segment")
@@ -168,11 +173,10 @@ def _effects(frame: StepFrame, config: ReportConfig, ran: bool) -> pl.DataFrame:
     n_parts: list[np.ndarray] = []
     present = np.zeros((n_s, n_c), bool)  # the feature's source is not null somewhere in the scope
     at_risk = np.zeros((n_s, len(OUTCOMES)), np.int64)  # segments that could have the outcome
-    efficiency_ran = np.zeros(n_s, bool)
+    similarity = np.zeros(n_s, bool)  # some segment of the scope was computed with its trace's r_i stored
     if f.height:
-        ran_in = f.filter(pl.col("_efficiency").fill_null(False))["_scope"].unique().drop_nulls().to_list()
-        efficiency_ran[ran_in] = True
-        efficiency_ran[every] = bool(f["_efficiency"].fill_null(False).any())
+        similarity[f.filter(pl.col("similarity").fill_null(False))["_scope"].unique().drop_nulls().to_list()] = True
+        similarity[every] = bool(f["similarity"].fill_null(False).any())
     for o, out in enumerate(OUTCOMES):
         if f.height:
             risk = pl.col("y_start") > 0 if out == "drop" else pl.col("y_start") < 1
@@ -210,7 +214,7 @@ def _effects(frame: StepFrame, config: ReportConfig, ran: bool) -> pl.DataFrame:
             a, b, cc, d = (float(v) for v in total[s, c])
             n_exp, n_unexp, n_ev = a + b, cc + d, a + cc
             status = _status(ran, at_risk[s, OUTCOMES.index(out)] > 0, present[s, c], feat, n_ev, n_exp, n_unexp,
-                             bool(efficiency_ran[s]))
+                             bool(similarity[s]))
             row: dict[str, object] = {
                 "scope": scope, "feature": feat, "outcome": out, "status": status,
                 "threshold": _threshold(feat, frame), "n_segments": int(n_exp + n_unexp),
@@ -245,13 +249,13 @@ def EFFECT_SCHEMA() -> dict[str, pl.DataType]:  # noqa: N802 (a constant, built 
 
 
 def _status(ran: bool, segments: bool, present: bool, feature: str, n_events: float, n_exposed: float,
-            n_unexposed: float, efficiency_ran: bool = False) -> str:
+            n_unexposed: float, similarity: bool = False) -> str:
     if not ran:
         return f"not run: {stage_command('steps')}"
     if not segments:
         return "too few events: no segment"
     if not present:
-        return _missing_reason(feature, efficiency_ran)
+        return _missing_reason(feature, similarity)
     if n_events < MIN_EVENTS:
         return f"too few events: {int(n_events)} (fewer than {MIN_EVENTS})"
     if n_exposed == 0 or n_unexposed == 0:
@@ -334,110 +338,22 @@ def _bootstrap(cells: np.ndarray, problems: pl.DataFrame, n_resamples: int, seed
 # ------------------------------------------------------------------------------------------ logistic
 
 
-def LOGIT_SCHEMA() -> dict[str, pl.DataType]:  # noqa: N802
-    import polars as pl
-
-    f, i, s = pl.Float64(), pl.Int64(), pl.Utf8()
-    return {"scope": s, "outcome": s, "term": s, "status": s, "unit": s, "coef": f, "std_err": f, "odds_ratio": f,
-            "or_ci_low": f, "or_ci_high": f, "p_value": f, "n": i, "n_events": i, "n_params": i, "n_problems": i}
-
-
 def _logistic(frame: StepFrame) -> pl.DataFrame:
+    """Per (scope, outcome) the model of `step_logit.fit_rows`, on the segments that could have it."""
     import polars as pl
 
-    cols = ["_scope", "_pi", "_efficiency", "outcome", "y_start", *LOGIT_BINARY, *LOGIT_CONTINUOUS]
+    cols = ["_scope", "_pi", "similarity", "outcome", "y_start", *LOGIT_BINARY, *LOGIT_CONTINUOUS]
     f = frame.rows.select(cols)
     rows: list[dict[str, object]] = []
     for s, scope in enumerate(frame.scopes):
         sub = f if scope == ALL else f.filter(pl.col("_scope") == s)
         for out in OUTCOMES:
             risk = sub.filter(pl.col("y_start") > 0 if out == "drop" else pl.col("y_start") < 1)
-            rows += [{"scope": scope, "outcome": out, **r} for r in _fit(out, risk)]
+            similarity = bool(risk["similarity"].fill_null(False).any())
+            reasons = {t: _missing_reason(t, similarity) for t in (*LOGIT_BINARY, *LOGIT_CONTINUOUS)}
+            rows += [{"scope": scope, "outcome": out, **r} for r in fit_rows(out, risk, reasons)]
             del risk
     return pl.DataFrame(rows, schema=LOGIT_SCHEMA(), orient="row")
-
-
-def _fit(outcome: str, risk: pl.DataFrame) -> list[dict[str, object]]:
-    """One logistic model's rows, one per `LOGIT_TERMS`: the features that are non-null somewhere and
-    not constant enter it, on the segments complete in them; the others say why they are out."""
-    import numpy as np
-    import polars as pl
-
-    why: dict[str, str] = {}
-    units: dict[str, str | None] = {t: "flag (1 = present)" for t in LOGIT_BINARY}
-    terms = []
-    for t in (*LOGIT_BINARY, *LOGIT_CONTINUOUS):
-        if risk.height and risk[t].null_count() == risk.height:
-            why[t] = "not in the model: " + _missing_reason(t, bool(risk["_efficiency"].fill_null(False).any()))
-        else:
-            terms.append(t)
-    data = risk.drop_nulls(terms)
-    kept = []
-    for t in terms:
-        values = data[t].cast(pl.Float64).to_numpy()
-        if len(values) > 1 and float(values.std()) > 0.0:
-            kept.append(t)
-        else:
-            why[t] = "not in the model: constant"
-    y = (data["outcome"] == outcome).to_numpy().astype(np.float64)
-    n, n_events, n_params = len(y), int(y.sum()), 1 + len(kept)
-    counts = {"n": n, "n_events": n_events, "n_params": n_params, "n_problems": data["_pi"].n_unique() if n else 0}
-    fewest = min(n_events, n - n_events)
-    fit: dict[str, tuple[float, ...]] = {}
-    if n == 0:
-        status = "too few events: no segment"
-    elif fewest < EVENTS_PER_PARAMETER * n_params:
-        status = (f"too few events: {fewest} events or non-events for {n_params} parameters (fewer than "
-                  f"{EVENTS_PER_PARAMETER} per parameter)")
-    else:
-        x = np.column_stack([np.ones(n)] + [_standard(data[t].cast(pl.Float64).to_numpy(), t, units) for t in kept])
-        groups = data["_pi"].to_numpy()
-        result = _logit(y, x, groups)
-        if result is None:
-            status = "too few events: the model did not converge (separation)"
-        else:
-            status = "computed"
-            z = 1.959963984540054
-            for i, term in enumerate(("intercept", *kept)):
-                b, se, p = (float(v[i]) for v in result)
-                fit[term] = (b, se, math.exp(b), math.exp(b - z * se), math.exp(b + z * se), p)
-    names = ("coef", "std_err", "odds_ratio", "or_ci_low", "or_ci_high", "p_value")
-    return [{"term": term, "status": why.get(term, status) if n else status, "unit": units.get(term) if term != "intercept" else None,
-             **dict(zip(names, fit.get(term, (None,) * len(names)), strict=True)), **counts} for term in LOGIT_TERMS]
-
-
-def _standard(v: np.ndarray, term: str, units: dict[str, str | None]) -> np.ndarray:
-    if term in LOGIT_BINARY:
-        return v
-    mean, sd = float(v.mean()), float(v.std())
-    units[term] = f"1 sd = {sd:.4g} (mean {mean:.4g})"
-    out: np.ndarray = (v - mean) / sd
-    return out
-
-
-def _logit(y: np.ndarray, x: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """statsmodels' Logit, standard errors clustered by problem; None when it does not converge."""
-    import numpy as np
-    import statsmodels.api as sm
-    from statsmodels.tools.sm_exceptions import (
-        ConvergenceWarning,
-        PerfectSeparationError,
-        PerfectSeparationWarning,
-    )
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", PerfectSeparationWarning)
-        warnings.simplefilter("error", ConvergenceWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        try:
-            res = sm.Logit(y, x).fit(disp=0, method="newton", maxiter=100, cov_type="cluster",
-                                     cov_kwds={"groups": groups})
-        except (PerfectSeparationError, PerfectSeparationWarning, ConvergenceWarning, np.linalg.LinAlgError):
-            return None
-    coef, se, p = np.asarray(res.params), np.asarray(res.bse), np.asarray(res.pvalues)
-    if not res.mle_retvals.get("converged", False) or not (np.isfinite(coef).all() and np.isfinite(se).all()):
-        return None
-    return coef, se, p
 
 
 # ---------------------------------------------------------------------------------------- agreement

@@ -37,6 +37,7 @@ from legival_core.store import Store
 from legival_core.store import dashboard as reads
 from legival_core.store import planner as plan_reads
 from legival_core.store import steps as step_reads
+from legival_core.transfer.steps import step_cues
 
 if TYPE_CHECKING:
     import polars as pl
@@ -128,10 +129,13 @@ def trace_details(store: Store, trace_ids: list[str], tau: float, model: str,
         else:
             flags, method = set(lex.get(tid, [])), "lexical" if tid in lex else None
         sim = by_sim.get(tid, {})
+        spans = by_steps.get(tid, [])
+        answers, checks = step_cues([text[a:b] for _i, a, b in spans], [i for i, _a, _b in spans], row["dataset"],
+                                    row["gold"])
         step_list = [
             {"idx": idx, "text": text[a:b], "r": sim.get(idx), "redundant": sim.get(idx, -1.0) > tau,
-             "backtracking": idx in flags}
-            for idx, a, b in by_steps.get(tid, [])
+             "backtracking": idx in flags, "answer": idx in answers, "self_check": idx in checks}
+            for idx, a, b in spans
         ]
         events = by_event.get(tid, [])
         out[tid] = {
@@ -158,9 +162,10 @@ def _markers(rollouts: list[dict[str, Any]], events: list[dict[str, Any]]) -> li
     forced, extracted answer, continuations), `kind` (`overflow` when no sample is `ok`, else `correct`
     when at least half the `ok` samples are correct, `wrong` otherwise), `forced` (an `ok` sample's
     answer was forced), and `drop`: the drop event (k_start, y_start, y_end) that ends at this depth for
-    this student, when one is stored; its steps are k_start + 1 .. k."""
-    drops = {(e["student"], e["k_end"]): {"k_start": e["k_start"], "y_start": e["y_start"], "y_end": e["y_end"]}
-             for e in events if e["outcome"] == "drop"}
+    this student, when one is stored; its steps are k_start + 1 .. k; `rise` the same for a rise."""
+    moves = {(e["outcome"], e["student"], e["k_end"]): {"k_start": e["k_start"], "y_start": e["y_start"],
+                                                         "y_end": e["y_end"]}
+             for e in events if e["outcome"] in ("drop", "rise")}
     groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in rollouts:
         groups.setdefault((int(r["k"]), r["student"]), []).append(
@@ -173,7 +178,8 @@ def _markers(rollouts: list[dict[str, Any]], events: list[dict[str, Any]]) -> li
         kind = "overflow" if not ok else "correct" if 2 * n_correct >= len(ok) else "wrong"
         out.append({"student": student, "k": k, "kind": kind, "forced": any(s["forced"] for s in ok),
                     "n_samples": len(samples), "n_ok": len(ok), "n_correct": n_correct,
-                    "drop": drops.get((student, k)), "samples": samples})
+                    "drop": moves.get(("drop", student, k)), "rise": moves.get(("rise", student, k)),
+                    "samples": samples})
     return out
 
 

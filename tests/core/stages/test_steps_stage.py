@@ -165,3 +165,43 @@ def test_the_stage_is_registered_after_what_it_reads() -> None:
     assert [j.label for j in info.jobs(RunContext(demo))] == ["steps"]
     off = demo.model_copy(update={"transfer": demo.transfer.model_copy(update={"enabled": False})})
     assert info.jobs(RunContext(off)) == []
+
+
+def test_the_events_say_whether_their_r_i_were_stored(tmp_path: Path) -> None:
+    """`similarity`: true where the trace's r_i are stored for the stage's embedding model, false where
+    not (the efficiency stage never ran, or ran with another model): what `redundant`'s status reads."""
+    from legival_core.spec import Efficiency
+    from tests.cli.test_steps_command import build_store
+
+    for efficiency, model, want in ((True, None, {True}), (False, None, {False}), (True, "other-model", {False})):
+        path = tmp_path / f"{efficiency}-{model}.duckdb"
+        build_store(path, efficiency=efficiency)
+        with Store(path) as s:
+            run_stage(StepsStage(Efficiency(model=model) if model else Efficiency()), s)
+            events = step_rows.step_events(s, CODE_VERSION)
+        assert events.height and set(events["similarity"]) == want, (efficiency, model)
+        if want == {False}:
+            assert events["max_cos"].null_count() == events.height
+
+
+def test_a_store_whose_step_events_predate_the_similarity_column(tmp_path: Path) -> None:
+    """A store written before `similarity` existed: read-only, its events read with a null `similarity`
+    (no SQL error); its next writable open adds the column (schema.py's ALTER) and the version-1 rows
+    are recomputed by the next steps run."""
+    from tests.cli.test_steps_command import build_store
+
+    path = tmp_path / "old.duckdb"
+    build_store(path)
+    with Store(path) as s:
+        run_stage(StepsStage(), s)
+        s._run("UPDATE step_events SET code_version = '1', inputs_key = 'salted with steps-1'")
+        s._run("ALTER TABLE step_events DROP COLUMN similarity")  # the table as the old DDL made it
+    with Store(path, read_only=True) as s:
+        old = step_rows.step_events(s)
+        assert old.height and old["similarity"].null_count() == old.height
+        assert step_rows.step_events(s, CODE_VERSION).height == 0  # readers keep the current version only
+    with Store(path) as s:
+        assert "similarity" in s._query("SELECT * FROM step_events LIMIT 0").columns
+        run_stage(StepsStage(), s)
+        new = step_rows.step_events(s)
+    assert new.height == old.height and set(new["similarity"]) == {True}

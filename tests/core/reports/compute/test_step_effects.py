@@ -128,19 +128,73 @@ def test_one_schema_whatever_ran() -> None:
     other = step_analysis(events, idle, CONFIG)  # a teacher without segments
     assert set(other.effects.filter(pl.col("scope") == "u")["status"]) == {"too few events: no segment"}
     assert set(other.logistic.filter(pl.col("scope") == "u")["status"]) == {"too few events: no segment"}
-    # efficiency ran on the traces (a redundancy value) but no segment holds a step with an r_i
-    measured = traces.with_columns(pl.lit(0.0).alias("redundancy"))
-    why = dict(step_analysis(events, measured, CONFIG).effects.filter(
+    # the events were computed with the traces' r_i stored (`similarity`), but no segment holds a step
+    # with an r_i: not "not run"
+    measured = events.with_columns(pl.lit(True).alias("similarity"))
+    why = dict(step_analysis(measured, traces, CONFIG).effects.filter(
         (pl.col("scope") == ALL) & (pl.col("feature") == "redundant")).select("outcome", "status").iter_rows())
     assert why == {"drop": NO_R_I, "rise": "too few events: no segment"}  # every y_start is 1: none can rise
-    terms = step_analysis(events, measured, CONFIG).logistic.filter(pl.col("term") == "max_cos")["status"].to_list()
+    terms = step_analysis(measured, traces, CONFIG).logistic.filter(pl.col("term") == "max_cos")["status"].to_list()
     assert set(terms) <= {"not in the model: " + NO_R_I, "too few events: no segment"} and terms
-    unmeasured = traces.with_columns(pl.lit(None, pl.Float64).alias("redundancy"))
-    assert set(step_effects(events, unmeasured, CONFIG).filter((pl.col("feature") == "redundant") & (pl.col("outcome") == "drop"))["status"]) == {
+    # a redundancy value in the trace table (r_i of another embedding model, or no r_i row) says nothing:
+    # the events say whether their r_i were there
+    unmeasured = events.with_columns(pl.lit(False).alias("similarity"))
+    with_redundancy = traces.with_columns(pl.lit(0.0).alias("redundancy"))
+    assert set(step_effects(unmeasured, with_redundancy, CONFIG).filter(
+        (pl.col("feature") == "redundant") & (pl.col("outcome") == "drop"))["status"]) == {
         "not run: legival efficiency --db DB"}
     few = step_effects(*_events({"t": (3, 5, 2, 9)}), CONFIG)
     assert few.filter(pl.col("feature") == "backtracking")["status"].to_list()[0] == "too few events: 5 (fewer than 10)"
     assert few["risk_difference"].null_count() == few.height  # no estimate where the status says why
+
+
+def _collinear(n: int = 400, seed: int = 3) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Drop-risk events where every step adds 20 prompt tokens (tokens_added = 20 x n_steps, as in the
+    synthetic store), `position` constant, self_check random and drops tied to n_steps."""
+    rng = np.random.default_rng(seed)
+    n_steps = rng.integers(1, 6, n)
+    drop = rng.random(n) < 0.15 + 0.08 * n_steps
+    events = pl.DataFrame({
+        "trace_id": [f"t-{i}" for i in range(n)], "student_key": "s", "k_start": 0, "k_end": n_steps, "m": 6,
+        "outcome": np.where(drop, "drop", "flat_correct"), "y_start": 1.0, "y_end": np.where(drop, 0.0, 1.0),
+        "n_steps": n_steps, "tokens_added": 20 * n_steps, "position": 0.5,
+        "backtracking": pl.Series([None] * n, dtype=pl.Boolean), "backtracking_method": pl.Series([None] * n, dtype=pl.Utf8),
+        "max_cos": pl.Series([None] * n, dtype=pl.Float64), "answer_stated": pl.Series([None] * n, dtype=pl.Boolean),
+        "self_check": rng.random(n) < 0.4, "similarity": False})
+    traces = pl.DataFrame({"trace_id": events["trace_id"], "teacher": "t", "dataset": "gsm8k",
+                           "problem_id": [f"p{i // 2}" for i in range(n)]})
+    return events, traces
+
+
+def test_collinear_features_leave_the_model_with_a_status_and_never_raise() -> None:
+    events, traces = _collinear()
+    rows = {r["term"]: r for r in step_analysis(events, traces, CONFIG).logistic.filter(
+        (pl.col("scope") == ALL) & (pl.col("outcome") == "drop")).iter_rows(named=True)}
+    assert rows["n_steps"]["status"] == "not in the model: collinear with tokens_added"
+    assert rows["position"]["status"] == "not in the model: constant"
+    assert rows["tokens_added"]["status"] == "computed" and rows["tokens_added"]["std_err"] < 1
+    assert rows["tokens_added"]["or_ci_low"] > 1  # drops rise with the segment's length: kept, estimated
+    assert rows["intercept"]["n_params"] == 3  # intercept, self_check, tokens_added
+    assert all(r["status"] for r in rows.values())
+
+
+def test_an_unidentified_fit_is_a_status_and_exp_never_overflows() -> None:
+    from legival_core.reports.compute.step_logit import fit_rows, safe_exp
+
+    assert safe_exp(800.0) is None and safe_exp(float("nan")) is None and safe_exp(0.0) == 1.0
+    events, traces = _collinear()
+    # near-collinear (not exactly): n_steps plus a tiny noise passes the rank check, the fit's standard
+    # errors explode: a status on every row, never an OverflowError
+    rng = np.random.default_rng(0)
+    near = events.with_columns((pl.col("tokens_added").cast(pl.Float64) + rng.normal(0, 1e-6, events.height))
+                               .alias("tokens_added"), pl.Series("_pi", [i // 2 for i in range(events.height)]))
+    rows = fit_rows("drop", near, {})
+    statuses = {r["term"]: r["status"] for r in rows}
+    assert statuses["intercept"].startswith("too few events: the model") or (
+        statuses["n_steps"].startswith("not in the model: collinear")), statuses
+    assert all(r["odds_ratio"] is None or math.isfinite(r["odds_ratio"]) for r in rows)
+    if statuses["intercept"] != "computed":  # no number where the status says the fit is not to be read
+        assert all(r["coef"] is None and r["or_ci_high"] is None for r in rows)
 
 
 def test_students_agree_on_a_segment_when_every_one_drops() -> None:

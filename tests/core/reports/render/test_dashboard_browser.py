@@ -436,7 +436,8 @@ def test_step_explorer_drop_marker_keyboard_and_step_effects(driver: Any, pages:
     view = d.find_element(By.ID, "trace-view")
     markers = view.find_elements(By.CSS_SELECTOR, "button.marker")
     labels = [m.get_attribute("aria-label") for m in markers]
-    assert labels == ["student key-student-a, depth 0: wrong, forced", "student key-student-a, depth 1: correct",
+    assert labels == ["student key-student-a, depth 0: wrong, forced",
+                      "student key-student-a, depth 1: correct, rise from depth 0",  # a rise is said like a drop
                       "student key-student-a, depth 2: wrong, drop from depth 1",
                       "student key-student-a, depth 3: overflow (the prompt did not fit the student's context)"]
     drop = view.find_element(By.CSS_SELECTOR, "button.marker.drop")
@@ -470,6 +471,13 @@ def test_step_explorer_drop_marker_keyboard_and_step_effects(driver: Any, pages:
     shown, continuation, _ = panel()
     assert shown and continuation == want and drop.get_attribute("aria-pressed") == "true"
     assert markers[1].get_attribute("aria-pressed") == "false"
+    # Escape closes the panel and gives the focus back to its marker
+    d.switch_to.active_element.send_keys(Keys.ESCAPE)
+    assert not panel()[0] and drop.get_attribute("aria-pressed") == "false"
+    assert d.execute_script("return document.activeElement") == drop
+    # valid list markup: every child of the steps list is an <li>, the depth groups inside them
+    assert d.execute_script("return [...document.querySelectorAll('#trace-view ul.steps > *')]"
+                            ".every((e) => e.tagName === 'LI')")
     # the forced answer at depth 0 is shown apart from the continuation
     markers[0].click()
     assert "The answer is 7." in d.find_element(By.CSS_SELECTOR, "#rollout-panel .forced-continuation").text

@@ -89,6 +89,22 @@ def test_a_marker_per_student_and_depth_with_its_rollouts(details: tuple[dict[st
     assert k2["drop"] == {"k_start": 1, "y_start": 1.0, "y_end": 0.0}
     assert [m["drop"] is not None for m in d["markers"]] == [False, False, False, False, True, False]
     assert "rollouts" not in d  # the samples are in the markers only (the static file's size)
+    # a rise is carried like a drop: alpha-student's k = 1 (wrong at 0, right at 1)
+    assert d["markers"][2]["rise"] == {"k_start": 0, "y_start": 0.0, "y_end": 1.0}
+    assert [m["rise"] is not None for m in d["markers"]] == [False, False, True, False, False, False]
+
+
+def test_the_step_cues_are_the_clis(details: tuple[dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
+    """The explorer flags [answer stated] and [self-check] on the steps the CLI's `--trace` flags: one
+    function (`transfer.steps.step_cues`) for both. Step 2 ends on 12, the gold; no step checks itself."""
+    d, _ = details
+    assert [(s["answer"], s["self_check"]) for s in d["steps"]] == [(False, False), (True, False), (False, False)]
+    path = tmp_path / "s.duckdb"
+    _store(path)
+    r = legival("steps", "--db", str(path), "--trace", "t1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    cli = {s["idx"]: s["flags"] for s in json.loads(r.stdout.strip().splitlines()[-1])["steps"]}
+    assert {s["idx"]: ["self-check"] * s["self_check"] + ["answer"] * s["answer"] for s in d["steps"]} == cli
 
 
 def test_the_stored_step_events_of_the_trace(details: tuple[dict[str, Any], dict[str, Any]]) -> None:
