@@ -11,8 +11,9 @@ fake is its `Host` header, which carries the attacker's name. So:
   the port a browser sends is the one it connected to, which an SSH tunnel (`ssh -L 9000:...`)
   changes, while the name is what rebinding changes. No `Host` at all (HTTP/1.0) is refused too.
 - **Origin**: a request that changes state (any method but GET, HEAD and OPTIONS) must carry an
-  `Origin` naming an allowed host (`http://` or `https://`): a cross-site form or `fetch` carries the
-  attacker's origin (CSRF), and every browser sends `Origin` on such requests.
+  `Origin` of the request's own host and port (`http://` or `https://`): a cross-site form or `fetch`
+  carries the attacker's origin (CSRF), every browser sends `Origin` on such requests, and another port
+  of this machine is another site (any local web app).
 - **Size**: a request line and headers over `max_head_bytes` are refused (431: h11 bounds only a head
   that arrives in pieces); a declared body over `max_body_bytes` is refused (413) before it is read; a
   state-changing request's body is read whole here (bounded, within `body_timeout_s`) and handed on.
@@ -43,6 +44,9 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods a browser may send cross-site without the page reading the answer: no state may change."""
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+"""The port an `Origin` or a `Host` without one means (RFC 6454: the scheme's default)."""
 
 MAX_HEAD_BYTES = 16 * 1024
 """A request line plus headers larger than this is refused (431)."""
@@ -134,10 +138,13 @@ class AllowedHosts:
         parsed = split_host(header) if header is not None else None
         return parsed is not None and parsed[0] in self.names
 
-    def origin_ok(self, origin: str | None) -> bool:
-        """An `Origin` header (`scheme://host[:port]`) naming an allowed host; `null` and anything with
-        a path, user or query is refused."""
-        if not origin:
+    def origin_ok(self, origin: str | None, host: str | None) -> bool:
+        """An `Origin` header (`scheme://host[:port]`) of the same host and port as the request's allowed
+        `Host`: the page that sends it was served by this server. Another port of the same machine is
+        another site (any local web app); `null` and anything with a path, user or query is refused. The
+        scheme is http or https (a TLS reverse proxy in front); a port left out is the scheme's default,
+        as a Host left without one is."""
+        if not origin or not self.host_ok(host):
             return False
         try:
             u = urlsplit(origin.strip())
@@ -147,8 +154,12 @@ class AllowedHosts:
         if u.scheme not in ("http", "https") or u.path or u.query or u.fragment or u.username is not None:
             return False
         netloc = u.netloc.lower()
-        host = netloc if port is None else netloc.rsplit(":", 1)[0]
-        return self.host_ok(host)
+        name = netloc if port is None else netloc.rsplit(":", 1)[0]
+        parsed, own = split_host(name), split_host(host or "")
+        if parsed is None or own is None or parsed[0] != own[0]:
+            return False
+        default = DEFAULT_PORTS[u.scheme]
+        return (port if port is not None else default) == (own[1] if own[1] is not None else default)
 
 
 Refused = Callable[[str, str], None]
@@ -186,7 +197,7 @@ class HostGuard:
                                      "(127.0.0.1, localhost, or a name given with --allow-host)")
             return
         method = scope.get("method", "GET").upper()
-        if method not in SAFE_METHODS and not self.allowed.origin_ok(headers.get("origin")):
+        if method not in SAFE_METHODS and not self.allowed.origin_ok(headers.get("origin"), host):
             self._tell("origin", headers.get("origin") or "(none)")
             await _refuse(send, 403, "refused: a request that changes state must come from this server's own pages")
             return

@@ -69,16 +69,26 @@ def test_split_host_round_trips_every_port_and_name_shape() -> None:
         assert split_host(text) == (name, port)
 
 
-@pytest.mark.parametrize("origin,ok", [
-    ("http://127.0.0.1:8765", True), ("http://localhost:8765", True), ("https://localhost", True),
-    ("http://[::1]:8765", True), ("http://dash.internal:80", True),
-    ("null", False), ("", False), (None, False), ("http://evil.example:8765", False),
-    ("http://localhost.evil.example", False), ("file://", False), ("ftp://localhost", False),
-    ("http://localhost:8765/", False), ("http://user@localhost:8765", False), ("http://localhost:99999", False),
-    ("http://localhost:8765?x", False), ("javascript:alert(1)", False), ("http://127.0.0.1:8765 http://evil", False),
+@pytest.mark.parametrize("origin,host,ok", [
+    ("http://127.0.0.1:8765", "127.0.0.1:8765", True), ("http://localhost:8765", "localhost:8765", True),
+    ("https://localhost", "localhost", True), ("http://localhost:80", "localhost", True),
+    ("https://localhost:443", "localhost", True), ("http://[::1]:8765", "[::1]:8765", True),
+    ("http://dash.internal:80", "dash.internal", True), ("https://dash.internal", "dash.internal", True),
+    ("HTTP://LOCALHOST:8765", "localhost:8765", True),
+    # the same machine on another port is another site (any local web app), another allowed name too
+    ("http://127.0.0.1:9999", "127.0.0.1:8765", False), ("http://localhost:1", "localhost:8765", False),
+    ("http://localhost:8765", "127.0.0.1:8765", False), ("https://localhost", "localhost:8765", False),
+    ("http://localhost", "localhost:443", False), ("https://localhost", "localhost:80", False),
+    ("http://127.0.0.1:8765", "evil.example:8765", False), ("http://127.0.0.1:8765", None, False),
+    ("null", "localhost:8765", False), ("", "localhost:8765", False), (None, "localhost:8765", False),
+    ("http://evil.example:8765", "localhost:8765", False), ("http://localhost.evil.example", "localhost", False),
+    ("file://", "localhost", False), ("ftp://localhost", "localhost", False),
+    ("http://localhost:8765/", "localhost:8765", False), ("http://user@localhost:8765", "localhost:8765", False),
+    ("http://localhost:99999", "localhost:99999", False), ("http://localhost:8765?x", "localhost:8765", False),
+    ("javascript:alert(1)", "localhost", False), ("http://127.0.0.1:8765 http://evil", "127.0.0.1:8765", False),
 ])
-def test_origin_must_name_the_server(origin: str | None, ok: bool) -> None:
-    assert ALLOWED.origin_ok(origin) is ok
+def test_origin_must_be_the_requests_own_host_and_port(origin: str | None, host: str | None, ok: bool) -> None:
+    assert ALLOWED.origin_ok(origin, host) is ok
 
 
 # ------------------------------------------------------------------------------------- the middleware
