@@ -75,6 +75,9 @@ def create(
     chosen = tuple(t.strip() for t in teachers.split(",") if t.strip()) if teachers is not None else ()
     if teachers is not None and not chosen:
         fail("--teachers: no teacher named (give comma-separated names, or leave the option out for all)")
+    twice = sorted({t for t in chosen if chosen.count(t) > 1})
+    if twice:
+        fail(f"--teachers: {twice[0]!r} is named twice (name each teacher once)")
     s = settings(StudySettings, name=name, teachers=chosen, problems=problems, depths=_fractions(depths),
                  per_participant=per_participant, participants=participants, attention=attention, seed=seed,
                  minutes_per_item=minutes_per_item)
@@ -168,9 +171,8 @@ def serve(
         ADMIN_CODE,
         KeyFileError,
         admin_link,
-        key_path,
-        load_key,
         participant_link,
+        study_key,
         token,
     )
     from legival_core.web.guard import AllowedHosts, BadHostName
@@ -188,7 +190,7 @@ def serve(
             fail(f"--name: no study {name!r} in {db} (studies: {', '.join(known) or 'none'}; "
                  "`legival study create` designs one)")
         try:
-            key = load_key(key_path(db, name))
+            key = study_key(store, name)
         except KeyFileError as e:
             fail(str(e))
         try:
@@ -203,16 +205,18 @@ def serve(
         codes = [p.code for p in people(store, name)]
         try:
             with server:
+                base, note = _link_base(server.url, host, allow_host or [])
                 if not is_loopback(host):
                     err_console.print(
                         f"warning: listening on {host}: the participants' and the admin's tokens are the only "
                         "protection of the study, and plain HTTP carries them readable on the network: put a "
-                        "reverse proxy with TLS in front (and name it with --allow-host)",
+                        "reverse proxy with TLS in front (and name it with --allow-host)" + note,
                         markup=False, highlight=False, soft_wrap=True)
+                elif note:
+                    err_console.print(f"note:{note[1:]}", markup=False, highlight=False, soft_wrap=True)
                 with stop_signals() as got_signal:
                     err_console.print(f"study {name} on {server.url}  ({len(codes) - 1} participants; links on "
                                       "standard output; Ctrl-C to stop)", markup=False, highlight=False, soft_wrap=True)
-                    base = server.url.rstrip("/")
                     for code in codes:  # participants, then the admin (its line last)
                         tok = token(key, name, code)
                         link = admin_link(tok) if code == ADMIN_CODE else participant_link(tok)
@@ -226,3 +230,27 @@ def serve(
     if got is not None:
         summary["stopped_by"] = signal.Signals(got).name
     emit_summary(summary)
+
+
+def _link_base(url: str, host: str, allow_host: list[str]) -> tuple[str, str]:
+    """(the base of the printed links, a note for the warning). A link must name a host the guard
+    accepts and a participant can reach: the first --allow-host name when given (a proxy's: its scheme
+    and port may differ from this server's); with a wildcard address (0.0.0.0, ::) and none given,
+    loopback, since the guard refuses any name not given with --allow-host."""
+    from urllib.parse import urlsplit
+
+    from legival_core.web.guard import host_name
+
+    u = urlsplit(url)
+    if allow_host:
+        name = host_name(allow_host[0])
+        return (f"{u.scheme}://{name}:{u.port}",
+                f"; the links name {name} with this server's scheme and port ({u.scheme}, {u.port}): behind a "
+                "reverse proxy, participants use the proxy's scheme and port (e.g. https://" + name + "/p/...)")
+    if host_name(host) in ("0.0.0.0", "[::]"):
+        loop = "[::1]" if host_name(host) == "[::]" else "127.0.0.1"
+        return (f"{u.scheme}://{loop}:{u.port}",
+                f"; {host} names no host: participants' requests are refused unless the name they use (this "
+                "machine's name or address, or the proxy's) is given with --allow-host (the links below name "
+                f"{loop}, this machine alone)")
+    return url.rstrip("/"), ""

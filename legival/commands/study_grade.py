@@ -17,7 +17,7 @@ from legival.console import emit_summary, fail, progress_bar
 def grade(
     db: DbOption,
     name: Annotated[str | None, typer.Option(
-        "--name", help="Check that this study exists (every study's ungraded answers are graded).")] = None,
+        "--name", help="Grade this study's answers only (default: every study's).")] = None,
 ) -> None:
     """Grade every answer without a grade by its dataset's current grader (new answers, or a grader
     version bump); the report then shows the `human` student. Cheap: a run does it after `grade`."""
@@ -31,5 +31,5 @@ def grade(
             fail(f"--name: no study {name!r} in {db} (stored: {', '.join(names) or 'none'}; "
                  "create one with `legival study create`)")
         with progress_bar("study grade") as bar:
-            s = grade_studies(store, progress=lambda done, total: bar.update(done=done, total=total))
+            s = grade_studies(store, progress=lambda done, total: bar.update(done=done, total=total), study=name)
     emit_summary({"command": "study grade", "db": str(db), **s.as_dict(), "wall_s": round(time.perf_counter() - t0, 3)})

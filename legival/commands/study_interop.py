@@ -20,14 +20,14 @@ if TYPE_CHECKING:
 def _study_key(store: Store, db: Path, name: str) -> bytes:
     """The study's key (item keys derive from it), or exit with the reason."""
     from legival_core.store.study import study_names
-    from legival_core.study.tokens import KeyFileError, key_path, load_key
+    from legival_core.study.tokens import KeyFileError, study_key
 
     known = study_names(store)
     if name not in known:
         fail(f"--name: no study {name!r} in {db} (studies: {', '.join(known) or 'none'}; "
              "`legival study create` designs one)")
     try:
-        return load_key(key_path(db, name))
+        return study_key(store, name)
     except KeyFileError as e:
         fail(str(e))
 
@@ -86,10 +86,12 @@ def import_(
     from legival_core.study.label_studio import LabelStudioError, import_export
 
     t0 = time.perf_counter()
-    if not file.is_file():
-        fail(f"{file}: no such file")
-    if annotators is not None and not annotators.is_file():
-        fail(f"--annotators {annotators}: no such file")
+    for label, path in (("", file), ("--annotators ", annotators)):
+        if path is not None and path.is_dir():
+            fail(f"{label}{path}: is a folder, not a file (give Label Studio's JSON export file)"
+                 if not label else f"{label}{path}: is a folder, not a file (give the CSV annotator,code)")
+        if path is not None and not path.is_file():
+            fail(f"{label}{path}: no such file")
     with open_store(db) as store:
         key = _study_key(store, db, name)
         try:

@@ -74,13 +74,15 @@ class StudyGradeStage:
     chunk: int = 500
     """Answers per chunk: the commit unit."""
     name: str = "study"
+    study: str | None = None
+    """Grade this study's answers only (None: every study's)."""
 
     def plan(self, store: Store) -> Plan[StudyGradeUnit, StudyGradeSummary]:
         s = StudyGradeSummary()
         if not study_rows.study_names(store):
             return Plan([], s, total=0)
         datasets = [d for d in reads.stored_datasets(store) if is_registered("dataset", d)]
-        todo = study_rows.answers_to_grade(store, current_graders(datasets))
+        todo = study_rows.answers_to_grade(store, current_graders(datasets), self.study)
         units = [
             StudyGradeUnit(r["study"], r["code"], r["item_id"], r["grader"],
                            problem_of_row(r["dataset"], r["problem_id"], r["question"], r["gold"], r["choices"],
@@ -122,9 +124,10 @@ def grade_answers(_w: None, units: Sequence[StudyGradeUnit]) -> list[dict[str, A
 
 
 def grade_studies(store: Store | StoreAccess, executor: Executor | None = None,
-                  progress: Any = None) -> StudyGradeSummary:
-    """`legival study grade --db`: grade every answer that lacks a grade by its dataset's current grader."""
-    return run_stage(StudyGradeStage(), store, executor, progress)
+                  progress: Any = None, study: str | None = None) -> StudyGradeSummary:
+    """`legival study grade --db [--name]`: grade every answer (of `study`, else of every study) that
+    lacks a grade by its dataset's current grader."""
+    return run_stage(StudyGradeStage(study=study), store, executor, progress)
 
 
 def _study_jobs(ctx: RunContext) -> list[Job]:

@@ -74,6 +74,9 @@ def _open_error(path: Path, e: Exception) -> StoreError:
     text = str(e)
     low = text.lower()
     if "lock" in low and ("conflicting" in low or "could not set lock" in low):
+        if _held_by_study_server(text):
+            return StoreLocked(f"cannot open {path}: `legival study serve` holds it (it keeps its store open while "
+                               "it serves: stop it, or copy the store file and use the copy; docs/study.md)")
         return StoreLocked(f"cannot open {path}: another process holds it (DuckDB allows one process per file); "
                            "stop the other legival process using it, or use another --db")
     if "not a valid duckdb database file" in low:
@@ -86,6 +89,21 @@ def _open_error(path: Path, e: Exception) -> StoreError:
         return StoreUnreadable(f"{path}: cannot write there ({text.removeprefix('IO Error: ')}); "
                                "commands that only read the store open it read-only")
     return StoreUnreadable(f"cannot open {path}: {text}")
+
+
+def _held_by_study_server(lock_error: str) -> bool:
+    """DuckDB's lock error names the holder (`... is held in /usr/bin/python3 (PID 15630)`): is it a
+    `legival study serve`? Read from /proc where there is one; False wherever it cannot be told."""
+    import re
+
+    m = re.search(r"\(PID (\d+)\)", lock_error)
+    if m is None:
+        return False
+    try:
+        args = Path(f"/proc/{m.group(1)}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"study" in args and b"serve" in args
 
 
 _DAMAGE = ("could not read enough bytes", "corrupt", "checksum")

@@ -110,6 +110,11 @@ def participants(store: Store, name: str) -> list[Participant]:
         "SELECT code, admin FROM study_participants WHERE study = ? ORDER BY admin, code", [name])]
 
 
+def token_hashes(store: Store, name: str) -> dict[str, str]:
+    """code -> the SHA-256 of its token, to check that a key file derives them (`tokens.check_key`)."""
+    return dict(store._run("SELECT code, token_sha256 FROM study_participants WHERE study = ?", [name]))
+
+
 def participant_by_token_hash(store: Store, token_sha256: str) -> Participant | None:
     """Who holds the token whose SHA-256 (hex) this is (`study.tokens.token_sha256`); None: nobody."""
     rows = store._run("SELECT study, code, admin FROM study_participants WHERE token_sha256 = ?", [token_sha256])
@@ -196,10 +201,12 @@ def answers(store: Store, study: str) -> pl.DataFrame:
         """, [study])
 
 
-def has_event(store: Store, study: str, code: str, event: str) -> bool:
-    """Whether the participant has an event of this kind (the server: was consent given?)."""
-    return bool(store._run("SELECT count(*) FROM study_events WHERE study = ? AND code = ? AND event = ?",
-                           [study, code, event])[0][0])
+def has_event(store: Store, study: str, code: str, event: str, detail: str | None = None) -> bool:
+    """Whether the participant has an event of this kind (the server: was consent given?), with this
+    detail when given (was this item opened already?)."""
+    where = "study = ? AND code = ? AND event = ?" + (" AND detail = ?" if detail is not None else "")
+    args = [study, code, event] + ([detail] if detail is not None else [])
+    return bool(store._run(f"SELECT count(*) FROM study_events WHERE {where}", args)[0][0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,10 +253,11 @@ def item_progress(store: Store, study: str) -> pl.DataFrame:
 # --- grading and analysis (issue 42 part 5, docs/study.md "Analysis") ---------------------------------
 
 
-def answers_to_grade(store: Store, graders: pl.DataFrame) -> pl.DataFrame:
+def answers_to_grade(store: Store, graders: pl.DataFrame, study: str | None = None) -> pl.DataFrame:
     """The answers (admin apart) with no grade by the current grader of their trace's dataset
     (`graders`: dataset, grader), with their problem: study, code, item_id, answer, dataset,
-    problem_id, question, gold, choices, meta, grader."""
+    problem_id, question, gold, choices, meta, grader; of the study `study` alone when given
+    (`legival study grade --name`)."""
     import polars as pl
 
     if not store.has_table("study_grades"):
@@ -266,8 +274,9 @@ def answers_to_grade(store: Store, graders: pl.DataFrame) -> pl.DataFrame:
             JOIN _graders cg ON cg.dataset = t.dataset
             WHERE NOT EXISTS (SELECT 1 FROM study_grades g WHERE g.study = s.study AND g.code = s.code
                               AND g.item_id = s.item_id AND g.grader_version = cg.grader)
+              AND (? IS NULL OR s.study = ?)
             ORDER BY s.study, s.code, s.item_id
-            """)
+            """, [study, study])
 
 
 def replace_study_grades(store: Store, rows: Sequence[dict[str, Any]]) -> int:
@@ -348,27 +357,41 @@ def human_depths(store: Store, traces: pl.DataFrame, graders: pl.DataFrame, max_
     return out.cast(schema)  # type: ignore[arg-type]
 
 
-def study_grade_cells(store: Store, graders: pl.DataFrame) -> pl.DataFrame:
-    """Per (teacher, dataset) of the studies' items (attention checks apart): items, answers, graded
-    (by the current grader): the coverage rows of the human student."""
+def study_grade_cells(store: Store, graders: pl.DataFrame, max_failures: int | None = None) -> pl.DataFrame:
+    """Per (teacher, dataset) of the studies' items (attention checks apart): items, answers (stored),
+    used (the answers of participants not excluded: at most `max_failures` graded attention checks
+    wrong; None: every participant) and graded (of those used, by the current grader): the coverage
+    rows of the human student, counting what human_study.csv uses."""
     import polars as pl
 
-    schema = {"teacher": pl.Utf8, "dataset": pl.Utf8, "items": pl.Int64, "answers": pl.Int64, "graded": pl.Int64}
+    schema = {"teacher": pl.Utf8, "dataset": pl.Utf8, "items": pl.Int64, "answers": pl.Int64, "used": pl.Int64,
+              "graded": pl.Int64}
     if not store.has_table("study_grades"):
         return pl.DataFrame(schema=schema)
+    limit = max_failures if max_failures is not None else 2**62
     with store._bound("_graders", graders.to_arrow()):
         out = store._query(
             """
+            WITH graded AS (
+                SELECT s.study, s.code, s.item_id, i.kind, g.correct
+                FROM study_answers s
+                JOIN study_items i ON i.study = s.study AND i.item_id = s.item_id
+                JOIN traces t ON t.trace_id = i.trace_id
+                LEFT JOIN _graders cg ON cg.dataset = t.dataset
+                LEFT JOIN study_grades g ON g.study = s.study AND g.code = s.code AND g.item_id = s.item_id
+                                         AND g.grader_version = cg.grader),
+            f AS (SELECT study, code, count(*) FILTER (WHERE kind = 'attention' AND NOT correct) AS failed
+                  FROM graded GROUP BY study, code)
             SELECT t.teacher, t.dataset, count(DISTINCT i.study || chr(0) || i.item_id)::BIGINT AS items,
-                   count(s.item_id)::BIGINT AS answers, count(g.item_id)::BIGINT AS graded
+                   count(a.item_id)::BIGINT AS answers,
+                   count(a.item_id) FILTER (WHERE f.failed <= ?)::BIGINT AS used,
+                   count(a.correct) FILTER (WHERE f.failed <= ?)::BIGINT AS graded
             FROM study_items i JOIN traces t ON t.trace_id = i.trace_id
-            LEFT JOIN study_answers s ON s.study = i.study AND s.item_id = i.item_id
-            LEFT JOIN _graders cg ON cg.dataset = t.dataset
-            LEFT JOIN study_grades g ON g.study = s.study AND g.code = s.code AND g.item_id = s.item_id
-                                     AND g.grader_version = cg.grader
+            LEFT JOIN graded a ON a.study = i.study AND a.item_id = i.item_id
+            LEFT JOIN f ON f.study = a.study AND f.code = a.code
             WHERE i.kind = 'item'
             GROUP BY t.teacher, t.dataset ORDER BY t.teacher, t.dataset
-            """)
+            """, [limit, limit])
     return out.cast(schema)  # type: ignore[arg-type]
 
 

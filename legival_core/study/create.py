@@ -12,7 +12,7 @@ from legival_core.store.db import Store
 from legival_core.study.candidates import transfer_candidates, with_answer_first
 from legival_core.study.design import Design, DesignError, StudyConfig, design_study, participant_codes
 from legival_core.study.settings import StudySettings
-from legival_core.study.tokens import ADMIN_CODE, create_key, key_path, token, token_sha256
+from legival_core.study.tokens import ADMIN_CODE, KeyFileError, create_key, key_path, token, token_sha256
 
 DEFAULT_CONSENT = """\
 You are invited to take part in a research study on how easy it is to follow written reasoning.
@@ -45,9 +45,15 @@ def teachers_with_candidates(store: Store) -> list[str]:
 
 def create_study(store: Store, settings: StudySettings, step_interval: int, profile: str,
                  consent: str | None = None) -> Created:
-    """Design and store the study (module docstring); `DesignError` / `StudyExists` on a refusal."""
+    """Design and store the study (module docstring); `DesignError` / `StudyExists` / `KeyFileError` on
+    a refusal (a key file already there for this name, from a study stored elsewhere or a copied store,
+    is refused, never replaced)."""
     if settings.name in reads.study_names(store):
         raise reads.StudyExists(f"study {settings.name!r} exists in {store.path}: choose another --name")
+    path = key_path(store.path, settings.name)
+    if path.exists() or path.is_symlink():  # never overwritten: it may hold the only way to a study's links
+        raise KeyFileError(f"--name: {path}: a key file from an earlier study named {settings.name} exists "
+                           "(no such study in this store): move it away, or choose another --name")
     known = teachers_with_candidates(store)
     teachers = settings.teachers or tuple(known)
     if not known:
@@ -71,9 +77,6 @@ def create_study(store: Store, settings: StudySettings, step_interval: int, prof
     per = config.per_participant + config.attention
     text = consent if consent is not None else DEFAULT_CONSENT.format(
         minutes=round(per * config.minutes_per_item), code_example=participant_codes(1)[0])
-    path = key_path(store.path, config.name)
-    if path.exists():  # left by a create that failed after writing it: no stored study uses it
-        path.unlink()
     key = create_key(path)
     codes = [a.code for a in design.assignments] + [ADMIN_CODE]
     links = tuple((c, token(key, config.name, c)) for c in codes)

@@ -4,7 +4,7 @@ config give the same design, byte for byte, so a design can be rebuilt and check
 
 - Items. Each chosen teacher gets `problems` transfer traces (one per problem); each is shown at every
   asked fraction f, at the grid depth k (SPEC section 4: K = {0, s, 2s, ..., m}, or the preprint
-  profile's) nearest to f*m (ties: the smaller). A trace whose fractions do not fall on distinct grid
+  profile's) nearest to f*m (ties: the smaller), among k >= 1 (f > 0 never shows the problem alone). A trace whose fractions do not fall on distinct grid
   depths is not used (its items would be the same item in two cells). So every (teacher, depth) cell
   has exactly `problems` items. Problems are taken in one seeded order that puts first the problems
   every teacher has a trace for: when there are enough, all teachers share the same problems (a
@@ -37,7 +37,8 @@ from legival_core.transfer.depths import preprint_depths, rollout_depths
 if TYPE_CHECKING:
     import polars as pl
 
-DESIGN_VERSION = "2"
+DESIGN_VERSION = "3"
+"""3: a fraction > 0 never takes k = 0 (`nearest_depth`); 2: participants' blocks follow one another."""
 """Bump when the same candidates, config and seed would give another design."""
 
 CANDIDATE_COLUMNS = ("trace_id", "teacher", "dataset", "problem_id", "m", "answer_first")
@@ -139,9 +140,12 @@ def grid(m: int, step_interval: int, profile: str) -> tuple[int, ...]:
 
 
 def nearest_depth(f: float, m: int, depths: Sequence[int]) -> int:
-    """The depth of `depths` nearest to f*m, the smaller on a tie (exact: f as its decimal)."""
+    """The depth of `depths` nearest to f*m, the smaller on a tie (exact: f as its decimal). A fraction
+    f > 0 takes only a depth k >= 1: k = 0 is the problem alone, which a study never shows for a prefix
+    asked (f = 0.5 with m = 3 on the grid {0, 3} tied 0 and 3 and showed nothing; design version 3)."""
     target = Fraction(str(f)) * m
-    return min(depths, key=lambda k: (abs(k - target), k))
+    shown = [k for k in depths if k >= 1] if f > 0 else list(depths)
+    return min(shown or depths, key=lambda k: (abs(k - target), k))
 
 
 def participant_codes(n: int) -> list[str]:

@@ -47,6 +47,14 @@ FORMAT = "label-studio"
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
 """A larger file is refused before it is read (a 20-participant study exports well under 10 MB)."""
 
+MAX_LEAD_SECONDS = 10 * 24 * 3600
+"""An annotation's `lead_time` (seconds on the task) is read when finite and from 0 to 10 days: Label
+Studio counts the time a task stays open, so a day is possible (a tab left open overnight), ten are not
+a time on item; NaN, Infinity or 1e300 are a damaged file, refused naming the field."""
+TIME_RANGE = (datetime(1970, 1, 1), datetime(2200, 1, 1))
+"""An annotation's `created_at` is read when inside this range (UTC): outside it, it is no time a
+study ran, and its difference with `lead_time` could leave datetime's range."""
+
 ANSWER, RATING = "answer", "rating"
 """The labeling config's control names: the import reads these results."""
 
@@ -242,13 +250,29 @@ def _identities(completed_by: Any) -> list[str]:
 
 
 def _when(value: Any, where: str) -> datetime | None:
+    """`created_at` as a naive UTC time, checked to lie in `TIME_RANGE` (so no later arithmetic on it
+    can leave datetime's range)."""
     if value is None:
         return None
     try:
         at = datetime.fromisoformat(str(value))
-    except ValueError as e:
+        at = at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
+    except (ValueError, OverflowError) as e:
         raise LabelStudioError(f"{where}: not an ISO 8601 time: {str(value)[:40]!r}") from e
-    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
+    low, high = TIME_RANGE
+    if not low <= at < high:
+        raise LabelStudioError(f"{where}: {str(value)[:40]!r} is not a time from {low.year} to {high.year - 1} (UTC)")
+    return at
+
+
+def _lead_seconds(value: Any, where: str) -> float | None:
+    """`lead_time` in seconds, finite and from 0 to `MAX_LEAD_SECONDS` (rounded to the millisecond)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 <= value <= MAX_LEAD_SECONDS):
+        shown = repr(value)[:40]  # NaN and infinities fail the range test too
+        raise LabelStudioError(f"{where}: {shown} is not a number of seconds from 0 to {MAX_LEAD_SECONDS:,} (10 days)")
+    return round(float(value), 3)
 
 
 def _answer_and_rating(result: Any, where: str) -> tuple[str, int | None]:
@@ -329,10 +353,7 @@ def read_export(path: Path, study: str, key: bytes, item_ids: list[str], codes: 
                        "(name annotators by their participant code, or map them with --annotators)"))
             answer, rating = _answer_and_rating(a.get("result"), where)
             submitted = _when(a.get("created_at"), f"{where}.created_at")
-            lead = a.get("lead_time")
-            if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int | float) or lead < 0):
-                raise LabelStudioError(f"{where}.lead_time: {lead!r} is not a number of seconds")
-            seconds = round(float(lead), 3) if lead is not None else None
+            seconds = _lead_seconds(a.get("lead_time"), f"{where}.lead_time")
             started = submitted - timedelta(seconds=seconds) if submitted is not None and seconds is not None else None
             out.append(reads.ImportedAnswer(code, by_key[k], answer, rating, started, submitted, seconds,
                                             f"{where} (annotation id {a.get('id')})"))

@@ -85,13 +85,20 @@ def done(total: int) -> str:
 <h1 id="done">Thank you</h1><p>You have answered all {total} items. You may close this page.</p>""")
 
 
+def _cell(value: object, typed: bool) -> str:
+    """A table cell's escaped text; a participant's typed text inside `<bdi>`, so a right-to-left
+    override (U+202E) in an answer cannot reorder the cells after it."""
+    text = _e("" if value is None else value)
+    return f"<bdi>{text}</bdi>" if typed else text
+
+
 def admin(study: str, people: list[dict[str, object]], items: list[dict[str, object]],
           answers: list[dict[str, object]], export: str) -> str:
     """Progress per participant and per item, and every answer (escaped: participants typed them)."""
     def rows(data: list[dict[str, object]], cols: tuple[str, ...], cls: dict[str, str] | None = None) -> str:
         head = "".join(f"<th>{_e(c)}</th>" for c in cols)
         body = "".join("<tr>" + "".join(
-            f'<td class="{(cls or {}).get(c, "")}">{_e("" if r.get(c) is None else r.get(c))}</td>' for c in cols)
+            f'<td class="{(cls or {}).get(c, "")}">{_cell(r.get(c), c in (cls or {}))}</td>' for c in cols)
             + "</tr>" for r in data)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

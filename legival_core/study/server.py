@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import sys
 import threading
 import time
@@ -67,6 +68,10 @@ PAGE_HEADERS = {"content-security-policy": CSP}
 `no-referrer` a browser sends `Origin: null` with a form POST, which the guard's Origin check refuses."""
 
 MAX_FORM_FIELDS = 16
+
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""C0 control characters (and DEL) but tab, newline and carriage return: never typed, and a NUL cuts
+an answer in C tools and some CSV readers; an answer holding one is refused (400)."""
 
 
 class UnknownStudy(ValueError):
@@ -184,16 +189,25 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
                                           "moment; your earlier answers are stored."), 500)
         return run
 
-    async def form_of(request: Request) -> dict[str, str] | None:
-        """The urlencoded form (one value per field), None when it is not one."""
+    async def form_of(request: Request) -> dict[str, str] | Response:
+        """The urlencoded form (one value per field), or the refusal to answer: 403 when it is no form
+        (as a forged one), 400 naming what is wrong with a form (not UTF-8, raw or percent-encoded; a
+        field given twice, which is never silently reduced to one value; too many fields)."""
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
-            return None
+            return bad_csrf()
         try:
             raw = parse_qs((await request.body()).decode("utf-8"), keep_blank_values=True,
-                           max_num_fields=MAX_FORM_FIELDS, strict_parsing=False)
-        except (UnicodeDecodeError, ValueError):
-            return None
-        return {k: v[0] for k, v in raw.items() if len(v) == 1}
+                           max_num_fields=MAX_FORM_FIELDS, strict_parsing=False, encoding="utf-8", errors="strict")
+        except UnicodeDecodeError:
+            return refuse(400, "Form refused", "The form is not UTF-8 text; nothing was stored. Open your link again "
+                          "and answer from there.")
+        except ValueError:
+            return refuse(400, "Form refused", f"The form has more than {MAX_FORM_FIELDS} fields; nothing was stored.")
+        twice = sorted(k for k, v in raw.items() if len(v) > 1)
+        if twice:
+            return refuse(400, "Form refused", f"The field {twice[0]} is given twice; nothing was stored. Open your "
+                          "link again and answer from there.")
+        return {k: v[0] for k, v in raw.items()}
 
     def csrf_ok(form: dict[str, str], p: reads.Participant) -> bool:
         return hmac.compare_digest(form.get("csrf", "").encode("utf-8"), csrf_token(key, name, p.code).encode())
@@ -202,7 +216,7 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         return refuse(403, "Form refused", "This form is not valid for this link (its security token is missing or "
                       "wrong), so nothing was stored. Open your own link again and answer from there.")
 
-    def participant_page(p: reads.Participant, token: str) -> Response:
+    def participant_page(p: reads.Participant, token: str, head: bool = False) -> Response:
         with store_lock:
             if not reads.has_event(store, name, p.code, "consent"):
                 return html(pages.consent(consent_text, f"/p/{token}/consent", csrf_token(key, name, p.code)))
@@ -211,7 +225,9 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
                 return html(pages.done(totals.get(p.code, 0)))
             question, prefix = question_and_prefix(current.item_id)
             now = clock()
-            reads.add_event(store, name, p.code, "open", current.item_id, _at(now))
+            # the first display of an item, once: a reload, a prefetch or a HEAD adds no row
+            if not head and not reads.has_event(store, name, p.code, "open", current.item_id):
+                reads.add_event(store, name, p.code, "open", current.item_id, _at(now))
         shown = sign_shown_at(key, name, p.code, current.position, int(now * 1000))
         return html(pages.item(current.position, current.total, question, prefix, f"/p/{token}/answer",
                                csrf_token(key, name, p.code), shown))
@@ -219,7 +235,8 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
     async def show(request: Request) -> Response:
         token = request.path_params["token"]
         p = await run_in_threadpool(who, token, False)
-        return not_found() if p is None else await run_in_threadpool(participant_page, p, token)
+        return not_found() if p is None else await run_in_threadpool(participant_page, p, token,
+                                                                       request.method == "HEAD")
 
     async def consent(request: Request) -> Response:
         token = request.path_params["token"]
@@ -227,7 +244,9 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         if p is None:
             return not_found()
         form = await form_of(request)
-        if form is None or not csrf_ok(form, p):
+        if not isinstance(form, dict):
+            return form
+        if not csrf_ok(form, p):
             return bad_csrf()
 
         def record() -> None:
@@ -243,7 +262,9 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         if p is None:
             return not_found()
         form = await form_of(request)
-        if form is None or not csrf_ok(form, p):
+        if not isinstance(form, dict):
+            return form
+        if not csrf_ok(form, p):
             return bad_csrf()
         back = f"/p/{token}"
         text, position, rating_text = form.get("answer"), form.get("position", ""), form.get("rating", "")
@@ -252,6 +273,9 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         if len(text) > pages.MAX_ANSWER_CHARS:
             return refuse(413, "Answer too long", f"An answer may hold at most {pages.MAX_ANSWER_CHARS:,} characters "
                           f"(this one has {len(text):,}); nothing was stored. Shorten it and submit again.", back)
+        if CONTROL.search(text):
+            return refuse(400, "Answer refused", "The answer holds a control character (such as NUL) that no "
+                          "keyboard types; nothing was stored. Type the answer again and submit it.", back)
         if rating_text not in ("", "1", "2", "3", "4", "5"):
             return refuse(400, "Rating refused", "A rating is a whole number from 1 to 5, or none; nothing was "
                           "stored.", back)

@@ -16,7 +16,12 @@ import hmac
 import os
 import secrets
 import stat
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from legival_core.store.db import Store
 
 KEY_BYTES = 32
 TOKEN_BITS = 128
@@ -34,9 +39,23 @@ def key_path(db: str | Path, name: str) -> Path:
     return db.with_name(db.name + ".studies") / f"{name}.key"
 
 
+def _check_folder(folder: Path) -> None:
+    """A key folder that group or others may read, write or enter is refused like a key file: whoever
+    may write it can swap a key file, whoever may list it learns the study names."""
+    try:
+        mode = stat.S_IMODE(folder.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        raise KeyFileError(f"{folder}: the key folder is open to group or others (mode {mode:04o}); "
+                           f"fix with `chmod 700 {folder}`")
+
+
 def create_key(path: Path) -> bytes:
-    """A new random key written to `path` with mode 0600 (its folder 0700), replacing none: the caller
-    removes a stale one first. Created 0600 from the start (no moment where others could read it)."""
+    """A new random key written to `path` with mode 0600 (its folder 0700), replacing none: an existing
+    file is refused (`FileExistsError`; the caller says why). Created 0600 from the start (no moment
+    where others could read it)."""
+    _check_folder(path.parent)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = secrets.token_bytes(KEY_BYTES)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -51,6 +70,7 @@ def create_key(path: Path) -> bytes:
 
 def load_key(path: Path) -> bytes:
     """The key in `path`, refused when group or others may read or write it, or when it is not a key."""
+    _check_folder(path.parent)
     try:
         st = path.stat()
     except FileNotFoundError as e:
@@ -62,6 +82,29 @@ def load_key(path: Path) -> bytes:
     key = path.read_bytes()
     if len(key) != KEY_BYTES:
         raise KeyFileError(f"{path}: holds {len(key)} bytes, not a study key of {KEY_BYTES}: damaged or not a key file")
+    return key
+
+
+def check_key(key: bytes, study: str, hashes: Mapping[str, str], path: Path) -> None:
+    """Refuse a key that does not derive the tokens the store knows (`hashes`: code -> stored SHA-256):
+    a key file replaced by another (or by random bytes) would otherwise serve and export a study whose
+    every link is dead. The admin's and one participant's hash suffice: one key derives them all."""
+    codes = [ADMIN_CODE] if ADMIN_CODE in hashes else []
+    codes += [c for c in sorted(hashes) if c != ADMIN_CODE][:1]
+    for code in codes:
+        if not hmac.compare_digest(token_sha256(token(key, study, code)), hashes[code]):
+            raise KeyFileError(f"{path}: the key file does not match study {study} (its links would not open): "
+                               "restore the key file the study was created with")
+
+
+def study_key(store: Store, study: str) -> bytes:
+    """The key of a stored study, from its file beside the store, checked safe (`load_key`) and
+    checked to be the study's (`check_key`): what `study serve`, `export` and `import` use."""
+    from legival_core.store.study import token_hashes
+
+    path = key_path(store.path, study)
+    key = load_key(path)
+    check_key(key, study, token_hashes(store, study), path)
     return key
 
 

@@ -4,6 +4,7 @@ summary, the tables written in one transaction, and every bad input one `error:`
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,7 @@ def test_the_same_seed_gives_the_same_design_in_another_store(db: Path, template
 
 @pytest.mark.parametrize(("args", "fragments"), [
     (("--teachers", "alpha,nobody"), ("--teachers", "'nobody'", "alpha, beta, gamma")),
+    (("--teachers", "alpha,beta,alpha"), ("--teachers", "'alpha' is named twice")),
     (("--depths", "0.5,1.5"), ("--depths", "1.5 is outside (0, 1]")),
     (("--depths", "0.5,half"), ("--depths", "'half' is not a number")),
     (("--depths", "0,1"), ("--depths", "0.0 is outside (0, 1]")),
@@ -95,3 +97,47 @@ def test_a_missing_store_is_not_created(tmp_path: Path) -> None:
     legival("study", "create", "--db", str(tmp_path / "none.duckdb"), "--name", "a", "--problems", "3").error(
         "no such store")
     assert not (tmp_path / "none.duckdb").exists()
+
+
+def test_a_key_file_left_without_its_study_is_never_overwritten(db: Path) -> None:
+    """A key file for the name with no study in this store (an earlier study's, e.g. of another copy of
+    the store) may be the only way to that study's links: refused, kept byte for byte."""
+    folder = db.with_name(db.name + ".studies")
+    folder.mkdir(mode=0o700)
+    key = folder / "pilot.key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    legival("study", "create", "--db", str(db), "--name", "pilot", "--problems", "12").error(
+        "--name", str(key), "a key file from an earlier study named pilot exists", "move it away")
+    assert key.read_bytes() == b"k" * 32 and set(_tables(db).values()) == {0}
+
+
+def test_a_key_folder_open_to_others_is_refused(db: Path) -> None:
+    folder = db.with_name(db.name + ".studies")
+    folder.mkdir()
+    folder.chmod(0o755)
+    legival("study", "create", "--db", str(db), "--name", "pilot", "--problems", "12").error(
+        str(folder), "mode 0755", "chmod 700")
+    assert set(_tables(db).values()) == {0} and not list(folder.iterdir())
+    folder.chmod(0o700)
+    r = legival("study", "create", "--db", str(db), "--name", "pilot", "--problems", "12")
+    assert r.returncode == 0, r.stderr
+    folder.chmod(0o750)
+    legival("study", "export", "--db", str(db), "--name", "pilot", "--format", "label-studio", "--out",
+            str(db.parent / "ls")).error(str(folder), "chmod 700")
+
+
+def test_a_wrong_key_file_is_refused_by_every_command_that_uses_the_key(db: Path, tmp_path: Path) -> None:
+    """Random bytes in place of the key: every link would be dead (404), every item key unknown."""
+    r = legival("study", "create", "--db", str(db), "--name", "pilot", "--problems", "12")
+    assert r.returncode == 0, r.stderr
+    key = db.with_name(db.name + ".studies") / "pilot.key"
+    key.write_bytes(os.urandom(32))
+    fragments = (str(key), "the key file does not match study pilot (its links would not open)",
+                 "restore the key file the study was created with")
+    legival("study", "serve", "--db", str(db), "--name", "pilot", "--port", "0").error(*fragments)
+    legival("study", "export", "--db", str(db), "--name", "pilot", "--format", "label-studio", "--out",
+            str(tmp_path / "ls")).error(*fragments)
+    (tmp_path / "e.json").write_text("[]")
+    legival("study", "import", "--db", str(db), "--name", "pilot", str(tmp_path / "e.json")).error(*fragments)
+    assert not (tmp_path / "ls").exists()

@@ -93,3 +93,46 @@ def test_grade_then_report_carries_the_human_student(db: Path, tmp_path: Path) -
     page = (out / "index.html").read_text(encoding="utf-8")
     section = page.split('<section id="pf-human"', 1)[1].split("</section>", 1)[0]
     assert "Human FOTU per teacher" in section and "alpha" in section
+
+
+def test_an_excluded_participant_is_left_out_of_coverage_and_human_out_of_delta_tu(db: Path, tmp_path: Path) -> None:
+    """coverage.csv's human_study n counts the answers human_study.csv uses (an excluded participant's
+    are not); delta_tu.csv compares model students only (the human FOTU is over the study's problems)."""
+    r = legival("study", "create", "--db", str(db), "--name", "s", "--problems", "6", "--per-participant", "6",
+                "--participants", "8", "--attention", "1", "--depths", "0.25,0.5,1")
+    assert r.returncode == 0, r.stderr
+    with Store(db) as store:
+        for p in reads.participants(store, "s"):
+            while not p.admin and (item := reads.next_item(store, "s", p.code)) is not None:
+                wrong = item.kind == "attention" and p.code == "P01"  # P01 misses the check: excluded
+                answer = "0" if wrong else "42" if item.kind == "attention" or item.k >= 6 else "$41$"
+                reads.record_answer(store, "s", p.code, item.item_id, answer, 3, None, 5.0)
+    assert legival("study", "grade", "--db", str(db)).returncode == 0
+    out = tmp_path / "out"
+    rep = legival("report", "--db", str(db), "--out", str(out), "--resamples", "0")
+    assert rep.returncode == 0, rep.stderr
+    people = {x["metric"]: x["value"] for x in _csv(out / "human_study.csv") if x["section"] == "participants"}
+    assert people == {"participants": "8.0", "excluded": "1.0", "answers_used": "42.0"}
+    cov = [x for x in _csv(out / "coverage.csv") if x["metric"] == "human_study"]
+    assert sum(int(x["n"]) for x in cov) == 42 and any("excluded participants left out" in x["detail"] for x in cov)
+    delta = _csv(out / "delta_tu.csv")
+    assert all("human" not in (x["student_a"], x["student_b"]) for x in delta)  # one model student: no pair
+    assert any(x["student"] == "human" for x in _csv(out / "teacher_dataset_student_metrics.csv"))
+    assert all("human" not in (x["group_a"], x["group_b"]) for x in _csv(out / "rank_stability.csv"))
+
+
+def test_grade_name_grades_that_study_only(db: Path) -> None:
+    for name in ("s", "t"):
+        r = legival("study", "create", "--db", str(db), "--name", name, "--problems", "6", "--per-participant", "6",
+                    "--participants", "2", "--attention", "1", "--depths", "0.5,1")
+        assert r.returncode == 0, r.stderr
+    with Store(db) as store:
+        for name in ("s", "t"):
+            for p in reads.participants(store, name):
+                while not p.admin and (item := reads.next_item(store, name, p.code)) is not None:
+                    reads.record_answer(store, name, p.code, item.item_id, "42", None, None, 1.0)
+        per_study = {n: reads.answers(store, n).height for n in ("s", "t")}
+    first = legival("study", "grade", "--db", str(db), "--name", "t")
+    assert first.returncode == 0 and first.summary()["graded"] == per_study["t"] and first.summary()["studies"] == ["t"]
+    rest = legival("study", "grade", "--db", str(db))
+    assert rest.returncode == 0 and rest.summary()["graded"] == per_study["s"] and rest.summary()["studies"] == ["s"]

@@ -56,11 +56,11 @@ class Running:
         return self.proc.returncode, out, self.stderr.read()
 
 
-def start(db: Path) -> Running:
+def start(db: Path, *extra: str) -> Running:
     """`legival study serve --port 0`; returns once it printed every link (the admin's is last)."""
     err = tempfile.NamedTemporaryFile(mode="w+", prefix="study-serve-err-")  # noqa: SIM115 - closed by the test
     proc = subprocess.Popen([sys.executable, "-m", "legival", "study", "serve", "--db", str(db), "--name", STUDY,
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
+                             "--port", "0", *extra], stdout=subprocess.PIPE, stderr=err, text=True, cwd=REPO)
     lines: queue.Queue[str] = queue.Queue()
 
     def read() -> None:
@@ -86,7 +86,7 @@ def start(db: Path) -> Running:
         links[code] = url
         if code == "admin":
             break
-    port = int(re.match(r"http://127\.0\.0\.1:(\d+)/", links["admin"]).group(1))  # type: ignore[union-attr]
+    port = int(re.match(r"http://[^/]+:(\d+)/", links["admin"]).group(1))  # type: ignore[union-attr]
     return Running(proc, err, links, port)
 
 
@@ -254,3 +254,48 @@ def test_refusals_are_one_error_line(served: Served) -> None:
         moved.rename(key)
     legival("study", "serve", "--db", str(served.db), "--name", STUDY, "--allow-host", "http://x/").error(
         "--allow-host")
+
+
+def _get(port: int, path: str, host: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Host": host})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def test_a_wildcard_host_prints_links_a_participant_can_open(served: Served) -> None:
+    """--host 0.0.0.0: no link names 0.0.0.0 (no browser can use it); with --allow-host the links name
+    that host, and the warning says the proxy's scheme and port are the participants'; without it, the
+    warning says requests are refused unless their name is given with --allow-host."""
+    run = start(served.db, "--host", "0.0.0.0", "--allow-host", "study.example.org")
+    try:
+        assert all(u.startswith(f"http://study.example.org:{run.port}/") for u in run.links.values()), run.links
+        path = "/p/" + run.links["P01"].rsplit("/p/", 1)[1]
+        assert _get(run.port, path, f"study.example.org:{run.port}") == 200
+    finally:
+        code, out, err = run.stop()
+    assert code == 0 and json.loads(out.strip().splitlines()[-1])["command"] == "study serve"
+    assert "the links name study.example.org with this server's scheme and port" in err
+    assert "participants use the proxy's scheme and port" in err
+    run = start(served.db, "--host", "0.0.0.0")
+    try:
+        assert all(u.startswith(f"http://127.0.0.1:{run.port}/") for u in run.links.values()), run.links
+        assert _get(run.port, "/p/" + run.links["P01"].rsplit("/p/", 1)[1], f"127.0.0.1:{run.port}") == 200
+    finally:
+        code, out, err = run.stop()
+    assert code == 0 and "participants' requests are refused unless the name they use" in err
+    assert "given with --allow-host" in err
+
+
+def test_a_command_that_needs_the_store_names_the_study_server_holding_it(served: Served) -> None:
+    """`study serve` keeps its store open (DuckDB: one process per file): another command's refusal
+    names it and says what to do, instead of "another process"."""
+    run = start(served.db)
+    try:
+        r = legival("study", "list", "--db", str(served.db))
+    finally:
+        code, _, _ = run.stop()
+    assert code == 0 and r.returncode == 2 and "Traceback" not in r.stderr
+    assert "`legival study serve` holds it" in r.stderr and "copy the store file" in r.stderr, r.stderr

@@ -147,7 +147,7 @@ def assemble(
     by_ts = teacher_student_metrics(agg.by_student, transfer_cols)
     stability = pl.concat(
         [rank_stability(agg.by_dataset, "dataset", _stage_metrics()),
-         rank_stability(by_ts, "student", transfer_cols)]
+         rank_stability(model_students(by_ts), "student", transfer_cols)]
     )
     return ReportData(
         traces=traces, students=students, transfer=tt, aggregates=agg, teacher_metrics=teacher,

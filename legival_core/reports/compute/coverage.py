@@ -178,21 +178,29 @@ def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, s
 
 def _human_rows(store: Store, traces: pl.DataFrame) -> list[tuple[object, ...]]:
     """One row per (teacher, dataset) that a human study shows (`HUMAN_STUDY`, stage `study`): n = the
-    answers graded by the current grader; not run (`legival study grade`) while answers wait for a
-    grade; too few traces while no answer is stored. No study: no row."""
+    answers human_study.csv uses (graded by the current grader, of participants not excluded by their
+    attention checks); not run (`legival study grade`) while answers wait for a grade; too few traces
+    while no answer is stored, or every answer is an excluded participant's. No study: no row."""
     from legival_core.datasets.base import current_graders
+    from legival_core.spec import default_of
+    from legival_core.study.settings import StudyAnalysis
 
     datasets = sorted({d for d in traces["dataset"].unique().to_list() if is_registered("dataset", d)})
+    limit = default_of(StudyAnalysis, "max_attention_failures")
     rows: list[tuple[object, ...]] = []
-    for r in study_reads.study_grade_cells(store, current_graders(datasets)).iter_rows(named=True):
-        answers, graded = _int(r["answers"]), _int(r["graded"])
+    for r in study_reads.study_grade_cells(store, current_graders(datasets), limit).iter_rows(named=True):
+        answers, used, graded = _int(r["answers"]), _int(r["used"]), _int(r["graded"])
+        left_out = f"{answers - used} answers of excluded participants left out" if used < answers else ""
         if not answers:
             status, detail = TOO_FEW, "no answer stored yet (legival study serve --db DB --name N)"
+        elif not used:
+            status, detail = TOO_FEW, f"every answer is an excluded participant's ({left_out})"
         elif graded == 0:
             status, detail = NOT_RUN, stage_command("study")
         else:
             status = COMPUTED
-            detail = f"{answers - graded} answers not graded: {stage_command('study')}" if graded < answers else ""
+            detail = "; ".join(x for x in (f"{used - graded} answers not graded: {stage_command('study')}"
+                                           if graded < used else "", left_out) if x)
         rows.append((r["teacher"], r["dataset"], HUMAN_STUDY, "study", status, graded, detail))
     return rows
 

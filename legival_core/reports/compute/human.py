@@ -220,7 +220,9 @@ def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
     schema = {"section": pl.Utf8, "teacher": pl.Utf8, "student": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64,
               "ci_low": pl.Float64, "ci_high": pl.Float64, "n": pl.Int64, "n_answers": pl.Int64,
               "n_participants": pl.Int64, "status": pl.Utf8}
-    return pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    out = pl.DataFrame(rows, schema=schema, orient="row") if rows else pl.DataFrame(schema=schema)
+    # 12 digits: a kappa or rho of exactly 0 computed as -3.3e-16 reads 0 (and + 0.0 makes -0.0 plain 0.0)
+    return out.with_columns((pl.col(c).round(12) + 0.0).alias(c) for c in ("value", "ci_low", "ci_high"))
 
 
 def empty_human_study(status: str = NOT_CREATED) -> pl.DataFrame:

@@ -15,6 +15,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 from legival_core.metrics.base import Direction
+from legival_core.reports.compute.aggregate import model_students
 
 if TYPE_CHECKING:
     import numpy as np
@@ -191,10 +192,14 @@ def teacher_student_metrics(by_student: pl.DataFrame, metrics: Sequence[str]) ->
 
 
 def delta_tu(teacher_student: pl.DataFrame, metrics: Sequence[str] = ("fotu", "sotu", "regression_rate")) -> pl.DataFrame:
-    """Per teacher and pair of students: |value(student a) - value(student b)| of each transfer metric
-    at teacher level (an across-student table); null when either value is undefined."""
+    """Per teacher and pair of model students: |value(student a) - value(student b)| of each transfer
+    metric at teacher level (an across-student table); null when either value is undefined. The human
+    studies' student is left out: its FOTU is over the study's few problems, a model student's over all
+    the teacher's traces, so their difference compares two samples (human_study.csv pairs them on the
+    same problems)."""
     import polars as pl
 
+    teacher_student = model_students(teacher_student)
     rows: list[tuple[Any, ...]] = []
     students = sorted(teacher_student["student"].unique().drop_nulls().to_list())
     for teacher in sorted(teacher_student["teacher"].unique().to_list()):

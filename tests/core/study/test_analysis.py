@@ -108,7 +108,15 @@ def test_agreement_rows_equal_scipy_and_sklearn_on_the_same_data(study_db: Path)
         "student", index="teacher", values="fotu").sort("teacher")
     rho = table.filter(pl.col("section") == "spearman_fotu").row(0, named=True)
     assert rho["n"] == 3 and rho["ci_low"] <= rho["value"] <= rho["ci_high"]
-    assert rho["value"] == pytest.approx(spearmanr(by_t[HUMAN], by_t["s1"]).statistic)
+    # the model student's teacher FOTU on the study's problems (a paired comparison: docs/study.md)
+    six = data.students.filter(pl.col("student") == "s1")["six"][0]
+    s1 = (data.transfer.pairs.filter((pl.col("six") == six) & pl.col("fotu").is_not_null())
+          .join(data.traces.select("tix", "teacher", "dataset", "problem_id"), on="tix")
+          .join(used.select("dataset", "problem_id").unique(), on=["dataset", "problem_id"])
+          .group_by("teacher", "dataset").agg(pl.col("fotu").mean())
+          .group_by("teacher").agg(pl.col("fotu").mean()).sort("teacher"))
+    assert s1["teacher"].to_list() == by_t["teacher"].to_list()
+    assert rho["value"] == pytest.approx(spearmanr(by_t[HUMAN], s1["fotu"]).statistic)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -133,3 +141,12 @@ def test_open_ended_depths_use_the_answered_depths_alone() -> None:
     late = trace_transfer({6: 1.0, 9: 0.0}, 12, 4, open_ends=True)  # bins 2, 3: flat on both sides
     assert late.curve == (1.0, 1.0, 0.0, 0.0) and late.rr == 1.0
     assert trace_transfer({6: 1.0, 12: 1.0}, 12, 4).curve is None  # anchored (a model student): no k = 0, no curve
+
+
+def test_a_statistic_within_rounding_of_zero_reads_zero() -> None:
+    """A kappa of exactly 0 computed as -3.3e-16 is written 0 (12 digits), never -0.0 or 3.3e-16."""
+    from legival_core.reports.compute.human import _frame, _row
+
+    frame = _frame([_row("kappa", "cohen_kappa", "computed", None, "s", -3.3e-16, (-1e-13, 0.25 + 1e-15), 5)])
+    assert frame.row(0, named=True)["value"] == 0.0 and str(frame["value"][0]) == "0.0"
+    assert (frame["ci_low"][0], frame["ci_high"][0]) == (0.0, 0.25)

@@ -91,6 +91,31 @@ def test_depths_are_the_nearest_grid_depth_ties_to_the_smaller() -> None:
     assert nearest_depth(0.25, 10, grid(10, 3, "spec")) == 3
     assert nearest_depth(1.0, 10, grid(10, 3, "preprint")) == 9  # the preprint never shows k = m
     assert nearest_depth(0.3, 10, (0, 3, 6)) == 3  # 0.3 * 10 is 3 exactly, not 3.0000000000000004
+    assert nearest_depth(0.5, 3, grid(3, 3, "spec")) == 3  # 1.5: 0 and 3 tie, but 0 shows no prefix
+
+
+@settings(max_examples=300, deadline=None)
+@given(m=st.integers(1, 40), s=st.integers(1, 6), tenths=st.integers(1, 10), profile=st.sampled_from(["spec", "preprint"]))
+def test_a_fraction_above_zero_never_takes_depth_zero(m: int, s: int, tenths: int, profile: str) -> None:
+    """docs/study.md: a study never shows k = 0 for a fraction > 0; the nearest depth among k >= 1."""
+    f, depths = tenths / 10, grid(m, s, profile)
+    k = nearest_depth(f, m, depths)
+    positive = [d for d in depths if d >= 1]
+    assert k >= 1 or not positive
+    if positive:
+        assert k == min(positive, key=lambda d: (abs(d - f * m), d))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 8), s=st.integers(1, 4), seed=st.integers(0, 2**31))
+def test_every_item_of_a_short_trace_has_a_prefix(m: int, s: int, seed: int) -> None:
+    """Short traces, where 0 and a positive depth tie (f = 0.5, m = 3, s = 3): each item shows k >= 1."""
+    cand = candidates(2, 12, m=m)
+    try:
+        d = design_study(cand, config(2, (0.5, 1.0), 4, 4, 4, 0, seed, step_interval=s))
+    except DesignError:
+        return
+    assert all(i.k >= 1 for i in d.items if i.kind == "item") and d.version == "3"
 
 
 def test_a_short_cell_is_named() -> None:
@@ -169,5 +194,6 @@ def test_design_properties_over_sizes_and_seeds(n_teachers: int, n_depths: int, 
         k_grid = grid(it.m, 3, "spec")
         assert it.k in k_grid
         if it.kind == "item":
-            assert it.k == min(k_grid, key=lambda k: (abs(k - it.fraction * it.m), k))  # type: ignore[operator]
+            shown = [k for k in k_grid if k >= 1]
+            assert it.k == min(shown, key=lambda k: (abs(k - it.fraction * it.m), k))  # type: ignore[operator]
     assert design_study(cand, cfg) == d

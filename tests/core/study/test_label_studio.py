@@ -13,15 +13,24 @@ import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import study as reads
-from legival_core.study.label_studio import LabelStudioError, export_tasks, item_key, read_export
+from legival_core.study.label_studio import (
+    MAX_LEAD_SECONDS,
+    LabelStudioError,
+    export_tasks,
+    item_key,
+    read_export,
+)
 from legival_core.study.pages import MAX_ANSWER_CHARS
 from tests._cli import legival
 from tests.core.study.server_store import STUDY, Served, make_served_study
@@ -66,6 +75,22 @@ def run_import(served: Served, file: Path, *extra: str) -> Any:
 def stored(served: Served) -> dict[tuple[str, str], tuple[str, int | None]]:
     with Store(served.db, read_only=True) as store:
         return {(r["code"], r["item_id"]): (r["answer"], r["rating"]) for r in reads.answers(store, STUDY).to_dicts()}
+
+
+def first_task(name: str) -> tuple[int, str]:
+    """The first task's id and its first annotator's user id in Label Studio's export `name`: Label
+    Studio numbers them, so a regenerated fixture may change them; a test reads them from here."""
+    task = json.loads((FIXTURES / name).read_text())[0]
+    who = task["annotations"][0]["completed_by"]
+    return task["id"], str(who["id"] if isinstance(who, dict) else who)
+
+
+def annotator_map() -> str:
+    """The --annotators CSV text mapping Label Studio's user ids to codes, read from the snapshot
+    export (which names each user by id and e-mail `<code>@...`)."""
+    users = {(a["completed_by"]["id"], a["completed_by"]["email"].split("@")[0])
+             for t in json.loads((FIXTURES / "export_snapshot.json").read_text()) for a in t["annotations"]}
+    return "annotator,code\n" + "".join(f"{i},{code}\n" for i, code in sorted(users))
 
 
 def submitted(name: str) -> list[dict[str, Any]]:
@@ -164,14 +189,15 @@ def test_the_quick_export_needs_the_annotator_map_and_then_matches_the_snapshot(
     quick = rekeyed(served, "export_quick.json", tmp_path / "q.json")
     r = run_import(served, quick)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert f"error: {quick}: task 0 (line 2, id 1): annotations[0].completed_by: annotator '3' is not a participant" \
-        in r.stderr and "--annotators" in r.stderr
+    task_id, annotator = first_task("export_quick.json")
+    assert f"error: {quick}: task 0 (line 2, id {task_id}): annotations[0].completed_by: annotator '{annotator}' is " \
+        "not a participant" in r.stderr and "--annotators" in r.stderr
     bad = tmp_path / "bad.csv"
-    bad.write_text("annotator,code\n2,P01\n3,P99\n")
+    bad.write_text(annotator_map().replace(",P02", ",P99"))
     r = run_import(served, quick, "--annotators", str(bad))
     assert r.returncode == 2 and f"{bad}: line 3: code: 'P99' is not a participant" in r.stderr
     good = tmp_path / "map.csv"
-    good.write_text("annotator,code\n2,P01\n3,P02\n")
+    good.write_text(annotator_map())
     r = run_import(served, quick, "--annotators", str(good))
     assert r.returncode == 0 and r.summary()["stored"] == len(submitted("export_quick.json"))
     r = run_import(served, rekeyed(served, "export_snapshot.json", tmp_path / "s.json"))
@@ -215,7 +241,7 @@ def test_an_item_outside_the_assignment_is_refused_unless_any_item(served: Serve
 
 @pytest.mark.parametrize(("change", "message"), [
     (lambda t: t.__setitem__(0, {"id": 1}), "task 0 (line 2, id 1): data: missing (not a Label Studio task)"),
-    (lambda t: t[0]["data"].pop("item_key"), "task 0 (line 2, id 1): data.item_key: missing"),
+    (lambda t: t[0]["data"].pop("item_key"), "task 0 (line 2, id {first_id}): data.item_key: missing"),
     (lambda t: t[0]["data"].__setitem__("item_key", "k000"), "data.item_key: 'k000' is not an item of study pilot"),
     (lambda t: t[0]["annotations"][0]["result"].pop(0), "annotations[0].result: no 'answer' text"),
     (lambda t: t[0]["annotations"][0]["result"][1]["value"].__setitem__("rating", 7),
@@ -229,12 +255,13 @@ def test_a_wrong_field_is_one_error_naming_the_task_and_the_field(served: Served
                                                                  message: str) -> None:
     file = rekeyed(served, "export_quick.json", tmp_path / "e.json", change)
     r = run_import(served, file, "--annotators", str(_map(tmp_path)))
+    message = message.format(first_id=first_task("export_quick.json")[0])
     assert r.returncode == 2 and f"error: {file}: " in r.stderr and message in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and stored(served) == {}
 
 
 def _map(tmp_path: Path) -> Path:
-    (tmp_path / "map.csv").write_text("annotator,code\n2,P01\n3,P02\n")
+    (tmp_path / "map.csv").write_text(annotator_map())
     return tmp_path / "map.csv"
 
 
@@ -251,6 +278,67 @@ def test_bad_json_names_its_line_and_a_huge_file_is_refused_unread(served: Serve
     assert r.returncode == 2 and "line 1: not a Label Studio JSON export" in r.stderr
     r = run_import(served, tmp_path / "missing.json")
     assert r.returncode == 2 and "missing.json: no such file" in r.stderr
+    run_import(served, tmp_path).error(f"{tmp_path}: is a folder, not a file")
     with pytest.raises(LabelStudioError, match=r"over the 1,000-byte limit"):
         read_export(file, STUDY, served.key, [], set(), max_bytes=1000)
     assert stored(served) == {}
+
+
+# --- numbers and times read from the file ----------------------------------------------------------
+
+
+def _with(lead: Any = "keep", created: Any = "keep") -> Any:
+    def change(tasks: list[dict[str, Any]]) -> None:
+        a = next(a for t in tasks for a in t["annotations"] if not a["was_cancelled"])
+        if lead != "keep":
+            a["lead_time"] = lead
+        if created != "keep":
+            a["created_at"] = created
+    return change
+
+
+@pytest.mark.parametrize(("lead", "created", "message"), [
+    (float("nan"), "keep", "lead_time: nan is not a number of seconds from 0 to 864,000 (10 days)"),
+    (float("inf"), "keep", "lead_time: inf is not a number of seconds"),
+    (1e300, "keep", "lead_time: 1e+300 is not a number of seconds"),
+    (10 ** 400, "keep", "lead_time: 1000"),
+    (-1, "keep", "lead_time: -1 is not a number of seconds"),
+    (800_000, "9999-12-31T23:59:59+00:00", "created_at: '9999-12-31T23:59:59+00:00' is not a time from 1970 to 2199"),
+    (5, "0001-01-01T00:00:00+05:00", "created_at: not an ISO 8601 time"),
+    (5, "1969-12-31T23:59:59Z", "created_at: '1969-12-31T23:59:59Z' is not a time from 1970 to 2199"),
+])
+def test_a_bad_number_or_time_is_one_error_not_a_crash(served: Served, tmp_path: Path, lead: Any, created: Any,
+                                                       message: str) -> None:
+    file = rekeyed(served, "export_quick.json", tmp_path / "e.json", _with(lead, created))
+    r = run_import(served, file, "--annotators", str(_map(tmp_path)))
+    assert r.returncode == 2 and f"error: {file}: task " in r.stderr and message in r.stderr, r.stderr
+    assert ", id " in r.stderr and "annotations[" in r.stderr  # names the task, its line and id, and the field
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and stored(served) == {}
+
+
+_NUMBERS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-(10 ** 500),
+                                                                                 max_value=10 ** 500),
+                     st.none(), st.booleans(), st.text(max_size=5))
+_TIMES = st.one_of(st.datetimes(timezones=st.sampled_from([None, UTC, timezone(timedelta(hours=14)),
+                                                           timezone(timedelta(hours=-14))]))
+                   .map(lambda d: d.isoformat()), st.text(max_size=30), st.integers(), st.none())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lead=_NUMBERS, created=_TIMES)
+def test_any_lead_time_or_created_at_is_read_or_refused_never_a_crash(template: Served, lead: Any,
+                                                                      created: Any) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        file = rekeyed(template, "export_quick.json", Path(tmp) / "e.json", _with(lead, created))
+        with Store(template.db, read_only=True) as store:
+            items = list(reads.item_kinds(store, STUDY))
+        try:
+            got = read_export(file, STUDY, template.key, items, {"P01", "P02", "P03"},
+                              dict(line.split(",") for line in annotator_map().splitlines()[1:]))
+        except LabelStudioError as e:
+            assert "lead_time" in str(e) or "created_at" in str(e), e
+            return
+    for a in got.answers:
+        assert a.seconds is None or 0 <= a.seconds <= MAX_LEAD_SECONDS
+        for t in (a.started_at, a.submitted_at):
+            assert t is None or (datetime(1969, 12, 1) <= t < datetime(2200, 1, 1))

@@ -36,7 +36,7 @@ class Client:
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
     with tempfile.TemporaryDirectory(prefix="legival-study-") as tmp:
-        served = make_served_study(Path(tmp) / "s.duckdb", participants=4, per_participant=3, attention=1)
+        served = make_served_study(Path(tmp) / "s.duckdb", participants=5, per_participant=3, attention=1)
         with Store(served.db) as store:
             yield Client(served, store)
 
@@ -178,3 +178,51 @@ def test_unknown_token_is_404_without_echo_and_other_hosts_are_refused(client: C
         assert r.status_code == 404 and "AAAAAAAAAAAAAAAAAAAAAA" not in r.text and "<script>x" not in r.text
     r = c.http.get(f"/p/{c.served.token('P01')}", headers={"host": "evil.example"})
     assert r.status_code == 400
+
+
+def raw_post(c: Client, tok: str, body: bytes) -> Any:
+    return c.http.post(f"/p/{tok}/answer", content=body,
+                       headers={**ORIGIN, "content-type": "application/x-www-form-urlencoded"})
+
+
+def test_duplicate_fields_bad_utf8_and_control_characters_are_refused_clearly(client: Client) -> None:
+    """A field given twice is refused (never reduced to one of its values), a body that is not UTF-8 is
+    named as such (not as a CSRF failure), an answer with NUL or another C0 control is refused; and
+    the admin page isolates an answer's bidi overrides in <bdi>."""
+    from urllib.parse import urlencode
+
+    c = client
+    consent(c, "P05")
+    tok = c.served.token("P05")
+    good = {**form(c.http.get(f"/p/{tok}").text), "answer": "7"}
+    cases: list[tuple[bytes, int, str]] = [
+        ((urlencode({**good, "rating": "2"}) + "&rating=5").encode(), 400, "The field rating is given twice"),
+        ((urlencode(good) + "&answer=8").encode(), 400, "The field answer is given twice"),
+        (urlencode(good).encode() + b"&rating=\xff", 400, "not UTF-8"),
+        ((urlencode(good) + "&rating=%FF").encode(), 400, "not UTF-8"),
+        (urlencode({**good, "answer": "4\x002"}).encode(), 400, "control character"),
+        (urlencode({**good, "answer": "4\x1b[31m"}).encode(), 400, "control character"),
+    ]
+    for body, status, says in cases:
+        r = raw_post(c, tok, body)
+        assert (r.status_code, says in r.text, "security token" in r.text) == (status, True, False), (body, r.text)
+    assert reads.answers(c.store, STUDY).filter(code="P05").height == 0
+    typed = "\u202e42\r\n\tthen 7"
+    assert raw_post(c, tok, urlencode({**good, "answer": typed}).encode()).status_code == 303
+    assert reads.answers(c.store, STUDY).filter(code="P05")["answer"].to_list() == [typed]
+    admin = c.http.get(f"/admin/{c.served.admin_token}").text
+    assert "<bdi>\u202e42" in admin
+
+
+def test_open_is_recorded_once_per_item_and_never_on_head(client: Client) -> None:
+    c = client
+    tok = c.served.token("P05")
+    before = c.store._run("SELECT count(*) FROM study_events WHERE code = 'P05' AND event = 'open'")[0][0]
+    for _ in range(50):
+        c.now[0] += 1
+        assert c.http.get(f"/p/{tok}").status_code == 200
+        assert c.http.head(f"/p/{tok}").status_code == 200
+    rows = c.store._run("SELECT detail FROM study_events WHERE code = 'P05' AND event = 'open'")
+    current = reads.next_item(c.store, STUDY, "P05")
+    assert current is not None and [r[0] for r in rows].count(current.item_id) == 1  # 100 requests: one row
+    assert before <= len(rows) <= before + 1 and len({r[0] for r in rows}) == len(rows)
