@@ -128,19 +128,23 @@ def test_a_request_without_host_is_refused(served: Served) -> None:
 
 
 def test_a_state_changing_request_needs_the_servers_own_origin(served: Served, routes: list[str]) -> None:
+    """A browser sends `Host` with the port it connects to; the page's `Origin` names the same host and
+    port. Another port of this machine is another site (any local web app)."""
     own = {"Origin": f"http://localhost:{served.port}"}
+    host = "localhost:{port}"
     for path in routes:
         for method in UNSAFE:
-            assert served.ask(method, path, "localhost", body=b"x")[0] == 403, (method, path)
-            for origin in ("http://evil.example", f"http://evil.example:{served.port}", "null"):
-                assert served.ask(method, path, "localhost", {"Origin": origin}, b"x")[0] == 403, (method, path, origin)
+            assert served.ask(method, path, host, body=b"x")[0] == 403, (method, path)
+            for origin in ("http://evil.example", f"http://evil.example:{served.port}", "null",
+                           f"http://localhost:{served.port + 1}", f"http://127.0.0.1:{served.port}"):
+                assert served.ask(method, path, host, {"Origin": origin}, b"x")[0] == 403, (method, path, origin)
             # the guard lets it through; the dashboard has no state to change
-            assert served.ask(method, path, "localhost", own, b"x")[0] in (404, 405), (method, path)
+            assert served.ask(method, path, host, own, b"x")[0] in (404, 405), (method, path)
 
 
 def test_oversized_requests_are_refused(served: Served) -> None:
     own = {"Origin": f"http://localhost:{served.port}"}
-    status, _ = served.ask("POST", "/api/traces", "localhost", {**own, "Content-Length": str(50 << 20)}, b"")
+    status, _ = served.ask("POST", "/api/traces", "localhost:{port}", {**own, "Content-Length": str(50 << 20)}, b"")
     assert status == 413
     status, _ = served.ask("GET", "/", "localhost", {"X-Big": "a" * 40_000})
     assert status in (400, 431)
