@@ -16,6 +16,7 @@ import typer
 from typer.core import TyperGroup
 
 from legival.console import fail
+from legival.paths import Role
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -39,19 +40,20 @@ class LegivalGroup(TyperGroup):
         retry = RETRY_FAILED in ctx.args
         if retry:  # every command that runs stages takes it (legival_core/stages/isolation.py)
             ctx.args = [a for a in ctx.args if a != RETRY_FAILED]
-        from legival.signals import Terminated, terminations_raise
+        import signal
+
+        from legival.signals import terminations_raise
         from legival_core.stages.isolation import Isolation, isolation
 
         try:
             with terminations_raise(), \
                     isolation(Isolation(retry_failed=retry or os.environ.get("LEGIVAL_RETRY_FAILED") == "1")):
-                return super().invoke(ctx)
-        except KeyboardInterrupt:
-            fail("interrupted (what was committed before stays stored; rerun to resume)", code=130)
-        except Terminated as t:
-            fail(f"interrupted ({t.name}): what was committed before stays stored; rerun to resume",
-                 code=128 + t.signum)
+                result = super().invoke(ctx)
+        except KeyboardInterrupt as k:  # SIGTERM, SIGINT, SIGHUP (legival.signals.Terminated), a bare Ctrl-C
+            _interrupted(getattr(k, "signum", signal.SIGINT))
+            raise  # unreachable: _interrupted exits
         except Exception as e:
+            _interrupted()  # a signal came: whatever a library made of it, the signal's line (legival/signals.py)
             if type(e).__module__.split(".")[0] in ("click", "typer"):
                 raise  # usage errors, --help, typer.Exit: click prints and exits as usual
             if _broken_pipe(e) and stdout_gone():
@@ -65,6 +67,21 @@ class LegivalGroup(TyperGroup):
 
             message, code = crash_message(e, args)
             fail(message, code=code)
+        except BaseException:  # SystemExit, or an exception group holding a signal's exception
+            _interrupted()
+            raise
+        _interrupted()  # a signal a library swallowed: the command did not end as it would have
+        return result
+
+
+def _interrupted(signum: int | None = None) -> None:
+    """Exit 128 + the signal with its one line when a signal ended the command (the first one
+    received, else `signum`: an interrupt that reached the boundary); nothing when none did."""
+    from legival.signals import interruption
+
+    signalled = interruption(signum)
+    if signalled is not None:
+        fail(*signalled)
 
 
 def _broken_pipe(e: BaseException | None) -> bool:
@@ -113,7 +130,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-DbOption = Annotated[Path, typer.Option("--db", help="DuckDB store file.")]
+DbOption = Annotated[Path, typer.Option("--db", help="DuckDB store file."), Role.STORE]
+"""The store every command takes; a `Path` parameter names its role (`legival.paths`)."""
+OptionalDbOption = Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`)."),
+                             Role.STORE]
 
 
 def open_store(db: Path, create: bool = False, read_only: bool = False, note: bool = True) -> Store:
@@ -125,13 +145,21 @@ def open_store(db: Path, create: bool = False, read_only: bool = False, note: bo
     from legival_core.store import Store, StoreError
 
     try:
-        store = Store(db, read_only=read_only, create=create)
+        store = Store(db, read_only=read_only, create=create, on_wait=say_waiting)
     except StoreError as e:
         fail(str(e))
         raise  # unreachable: fail exits
     if note:
         _note_migration(store)
     return store
+
+
+def say_waiting(line: str) -> None:
+    """The one line a command prints when the store it opens is held by another process (it then waits,
+    bounded: `legival_core.store.db.store_wait_s`)."""
+    from legival.console import err_console
+
+    err_console.print(f"note: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _note_migration(store: Store) -> None:
@@ -191,17 +219,19 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
                 t.generate.jobs(s.datasets, t.name)
     except SpecError as e:
         fail(str(e))
+    db_path = (db or s.store).resolve()
     if check_out:
-        writable_dir(out if out is not None else s.report.out, "--out" if out is not None else f"{spec_file}: report.out",
-                     keep=False)
+        report_out = out if out is not None else s.report.out
+        what = "--out" if out is not None else f"{spec_file}: report.out"
+        _check_report_out(report_out, what, db_path, spec_file)
+        writable_dir(report_out, what, keep=False)
     if create:
         check_infrastructure(s, spec_file)
-    db_path = (db or s.store).resolve()
     if not create and not db_path.exists():
         return s, db_path
     existed = db_path.exists()
     try:
-        store = Store(db_path, read_only=not create)
+        store = Store(db_path, read_only=not create, on_wait=say_waiting)
     except StoreError as e:
         fail(str(e))
     if not existed:
@@ -214,6 +244,21 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     else:
         store.close()
     return s, db_path
+
+
+def _check_report_out(out: Path, what: str, db_path: Path, spec_file: Path) -> None:
+    """A run's report folder (`--out` or the spec's `report.out`) is checked before the run starts, as
+    every command's outputs are (`legival.paths`): not the store's files or the spec, not holding them,
+    and only ever an earlier report (it is replaced whole at the end of the run)."""
+    from legival_core.outputs import OutputRefused, Protected, check_output, protected_store, refuse_foreign
+
+    try:
+        check_output(out, what, [*protected_store(db_path), Protected(spec_file, "the spec")], folder=True)
+        refuse_foreign(out)
+    except OutputRefused as e:
+        fail(str(e))
+    except FileExistsError as e:
+        fail(f"{what} {out}: {e.strerror}")
 
 
 _CREATED: set[Path] = set()
@@ -235,7 +280,9 @@ def discard_if_unused(db_path: Path, created: bool | None = None) -> None:
                 return
     except StoreError:
         return
-    for p in (db_path, db_path.with_name(db_path.name + ".wal")):
+    from legival_core.outputs import sidecar
+
+    for p in (db_path, sidecar(db_path, "wal")):
         with contextlib.suppress(OSError):
             p.unlink()
     _CREATED.discard(db_path)

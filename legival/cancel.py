@@ -22,6 +22,8 @@ from legival.console import emit_summary, err_console
 
 CANCEL_GRACE_S = 10.0
 """Seconds between a cancel signal and the exit, at most (the issue's contract: within 15 s)."""
+LEAVE_S = 3.5
+"""What the way out (the closing lines, the children's end) may take before the process exits anyway."""
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 REPEAT_S = 1.0
@@ -47,6 +49,11 @@ class Cancel:
         signum = signum if signum is not None else self.received[0]
         if not self._exiting.acquire(blocking=False):
             return
+        from legival.signals import exit_after
+
+        name = signal.Signals(signum).name
+        exit_after(LEAVE_S, signum, f"cancelled ({name}; the closing summary did not come within {LEAVE_S:g} s): the "
+                                    f"store keeps every committed batch: rerun `{self.command}` to resume")
         finish(signum, self.stored, self.command, why)
         end_children()
         os._exit(128 + signum)
@@ -102,7 +109,9 @@ def cancellable(stored: Callable[[], dict[str, Any]], command: str) -> Iterator[
         with lock:
             act(signum)
 
-    old = {s: signal.signal(s, lambda _s, _f: None) for s in SIGNALS}  # the wakeup fd's thread acts
+    from legival.signals import graceful
+
+    old = {s: signal.signal(s, graceful(lambda _s, _f: None)) for s in SIGNALS}  # the wakeup fd's thread acts
     r, w = os.pipe()
     os.set_blocking(w, False)
     old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
@@ -134,9 +143,12 @@ def finish(signum: int, stored: Callable[[], dict[str, Any]], command: str, why:
     except Exception:  # noqa: BLE001 - the summary must come out whatever state the run is in
         what = {}
     parts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in what.items())
-    err_console.print(f"cancelled ({name}{'; ' + why if why else ''}): stored {parts or 'every batch committed before it'}; "
-                      f"the store keeps every committed batch: rerun `{command}` to resume",
-                      markup=False, highlight=False, soft_wrap=True)
+    from legival.signals import claim_line
+
+    if claim_line():  # else the forced exit (legival.signals.exit_after) wrote its line
+        err_console.print(f"cancelled ({name}{'; ' + why if why else ''}): stored {parts or 'every batch committed before it'}; "
+                          f"the store keeps every committed batch: rerun `{command}` to resume",
+                          markup=False, highlight=False, soft_wrap=True)
     with suppress(SystemExit):  # a ledger of failed units must not stop the exit
         emit_summary({"command": command.split()[1] if len(command.split()) > 1 else command, "cancelled": name, **what})
     sys.stdout.flush()

@@ -9,13 +9,21 @@ import pkgutil
 
 from legival import commands
 from legival.app import app
+from legival.paths import guard_every_command
 
 for _mod in pkgutil.iter_modules(commands.__path__):
     importlib.import_module(f"{commands.__name__}.{_mod.name}")
+guard_every_command(app)  # every output checked against the store's files and the inputs (legival/paths.py)
 
 __all__ = ["app"]
 
 
 def main() -> None:
     """The console script: the app (its group holds the error boundary, `legival.app.LegivalGroup`)."""
-    app()
+    from legival.signals import exit_promptly
+
+    try:
+        app()
+    except SystemExit:
+        exit_promptly()  # after a signal, no wait for the threads a library left behind (legival/signals.py)
+        raise

@@ -4,16 +4,35 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.segment import Segment
 
-err_console = Console(stderr=True)
-out_console = Console()
+from legival_core.visible import visible
+
+
+class ShownConsole(Console):
+    """A rich console that shows untrusted text, never obeys it: every string it renders (a message, a
+    table cell, markup's text) passes through `legival_core.visible.visible` before layout, and every
+    text segment once more on the way out (a `Text` built elsewhere), so no control, bidi or invisible
+    character of a trace, a name or an input reaches the terminal raw (docs/security.md, "Terminals").
+    Rich's own control segments (a progress bar's cursor moves) pass as they are."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:
+        return super().render_str(visible(text, newlines=True), **kwargs)
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            seg if seg.control else Segment(visible(seg.text, newlines=True), seg.style, seg.control) for seg in buffer)
+
+
+err_console = ShownConsole(stderr=True)
+out_console = ShownConsole()
 
 
 def emit_summary(summary: dict[str, Any]) -> None:
@@ -92,5 +111,11 @@ def progress_bar(description: str, total: int | None = None) -> Iterator[Bar]:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
+    from legival.signals import claim_line, interruption
+
+    if (signalled := interruption()) is not None:  # after a signal, its line and status (legival/signals.py)
+        message, code = signalled
+        if not claim_line():
+            raise SystemExit(code)
     err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True)
     raise SystemExit(code)

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Each ends the server the same way: answers in flight finish, the closing line, exit 0."""
 
+STOP_S = 10.0
+"""Seconds between a stop signal and the forced exit of a server that has not stopped by then (its
+answers in flight get 5 s, `legival_core.web.server.GRACE_S`); a second signal: now."""
+
 MAX_REFUSAL_WARNINGS = 5
 """Distinct refused values (Host, Origin) named on stderr; the rest are only counted."""
 
@@ -24,9 +28,24 @@ MAX_REFUSAL_WARNINGS = 5
 @contextmanager
 def stop_signals() -> Iterator[list[int]]:
     """Within the block, SIGINT, SIGTERM and SIGHUP are recorded (the list yielded) instead of raised:
-    the server stops as its normal end. Python runs the handlers on this (the main) thread."""
+    the server stops as its normal end, within `STOP_S` (else exit 128 + the signal with one line; a
+    second signal: at once). Python runs the handlers on this (the main) thread."""
+    from legival.signals import exit_after, force_exit, graceful
+
     got: list[int] = []
-    old = {s: signal.signal(s, lambda signum, _frame: got.append(signum)) for s in STOP_SIGNALS}
+
+    def line(signum: int) -> str:
+        return (f"error: interrupted ({signal.Signals(signum).name}): the server did not stop within {STOP_S:g} s "
+                "of the signal (answers still in flight were dropped)")
+
+    @graceful
+    def stop(signum: int, _frame: object) -> None:
+        if got:  # a second signal: now
+            force_exit(got[0], line(got[0]))
+        got.append(signum)
+        exit_after(STOP_S, signum, line(signum))  # an answer that never ends cannot hold the exit (legival/signals.py)
+
+    old = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
         yield got
     finally:

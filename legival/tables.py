@@ -4,7 +4,6 @@ directory (the demo ends with it)."""
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,18 +12,10 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from legival.console import out_console
+from legival_core.visible import visible
 
 if TYPE_CHECKING:
     import polars as pl
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def visible(value: object) -> str:
-    """`value` as text that a terminal shows as typed: each control character (an ANSI escape
-    sequence's ESC, a newline or tab that would break a row) written as its escape, e.g. `\\x1b`."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value))
-
 
 def literal(value: object) -> Text:
     """`value` as rich prints it literally, the one helper for every terminal line or table cell that

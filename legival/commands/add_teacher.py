@@ -12,12 +12,13 @@ import typer
 
 from legival.app import app
 from legival.console import emit_summary, err_console, fail, out_console
+from legival.paths import Role
 
 
 @app.command("add-teacher")
 def add_teacher(
     name: Annotated[str, typer.Argument(help="Teacher name (as stored and reported).")],
-    traces: Annotated[list[Path] | None, typer.Option("--traces", help="Trace file(s) to ingest (repeatable).")] = None,
+    traces: Annotated[list[Path] | None, typer.Option("--traces", help="Trace file(s) to ingest (repeatable)."), Role.INPUT] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model id to generate traces with.")] = None,
     backend: Annotated[str, typer.Option(help="With --model: a registered backend (`legival list backends`).")] = "vllm",
     select: Annotated[str | None, typer.Option(help="With --traces: keep only records whose `model` field is this.")] = None,
@@ -27,11 +28,10 @@ def add_teacher(
                        ] = None,
     mapping: Annotated[str | None, typer.Option(
         "--map", help="With --traces: columns as trace fields (reasoning=response,problem=question).")] = None,
-    requests: Annotated[Path | None, typer.Option(help="With --traces: an OpenAI batch input file.")] = None,
-    problems: Annotated[Path | None, typer.Option(help="With --traces: the dataset's problems file (gold answers).")
-                        ] = None,
-    spec: Annotated[Path, typer.Option("--spec", help="Benchmark spec to edit.")] = Path("examples/demo.yaml"),
-    prefect_file: Annotated[Path, typer.Option("--prefect-file", help="prefect.yaml to regenerate.")] = Path("prefect.yaml"),
+    requests: Annotated[Path | None, typer.Option(help="With --traces: an OpenAI batch input file."), Role.INPUT] = None,
+    problems: Annotated[Path | None, typer.Option(help="With --traces: the dataset's problems file (gold answers)."), Role.INPUT] = None,
+    spec: Annotated[Path, typer.Option("--spec", help="Benchmark spec to edit."), Role.EDITED] = Path("examples/demo.yaml"),
+    prefect_file: Annotated[Path, typer.Option("--prefect-file", help="prefect.yaml to regenerate."), Role.EDITED] = Path("prefect.yaml"),
     deploy: Annotated[bool, typer.Option("--deploy", help="Also run `prefect deploy` for the new deployment.")] = False,
 ) -> None:
     """Add a teacher to the spec (comments kept) and register its deployment in prefect.yaml."""

@@ -12,12 +12,13 @@ import typer
 from legival.app import app, discard_if_unused, prepare_spec_run
 from legival.console import emit_summary, fail, out_console
 from legival.flow_command import run_flow
+from legival.paths import Role
 
 
 @app.command()
 def calibrate(
-    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml.")],
-    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`).")] = None,
+    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml."), Role.INPUT],
+    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`)."), Role.STORE] = None,
     traces: Annotated[int, typer.Option(
         "--traces", min=1, help="Transfer traces per (teacher, dataset) in the sample (the first ones, stable order).")] = 2,
     teacher: Annotated[list[str] | None, typer.Option(

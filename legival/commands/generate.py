@@ -11,6 +11,7 @@ import typer
 
 from legival.app import app, open_store, prepare_spec_run
 from legival.console import emit_summary, err_console, fail, progress_bar
+from legival.paths import Role
 from legival_core.spec import Generation, default_of
 
 _GEN_HELP = "Generation backend: a registered backend (`legival list backends`); openai is a chat endpoint."
@@ -18,13 +19,13 @@ _GEN_HELP = "Generation backend: a registered backend (`legival list backends`);
 
 @app.command()
 def generate(
-    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (with --spec: overrides the spec's `store`).")] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (with --spec: overrides the spec's `store`)."), Role.STORE] = None,
     spec_file: Annotated[Path | None, typer.Option(
-        "--spec", help="Benchmark spec: generate for its teachers with `generate:` (the flow `generate`).")] = None,
+        "--spec", help="Benchmark spec: generate for its teachers with `generate:` (the flow `generate`)."), Role.INPUT] = None,
     teacher: Annotated[str | None, typer.Option(
         help="Teacher name the traces are stored under (with --spec: only this spec teacher).")] = None,
     dataset: Annotated[str | None, typer.Option(help="A registered dataset (`legival list datasets`).")] = None,
-    problems: Annotated[Path | None, typer.Option(help="Dataset file in its public format (e.g. GSM8K test.jsonl).")] = None,
+    problems: Annotated[Path | None, typer.Option(help="Dataset file in its public format (e.g. GSM8K test.jsonl)."), Role.INPUT] = None,
     backend: Annotated[str, typer.Option(help=_GEN_HELP)] = "embedded",
     model: Annotated[str | None, typer.Option(help="Model id or local path (default: the embedded SmolLM2).")] = None,
     config: Annotated[str | None, typer.Option(
@@ -59,6 +60,7 @@ def generate(
     if missing:
         fail(f"give --spec SPEC.yaml, or {', '.join(missing)} (with --backend/--model)")
     assert db is not None and teacher is not None and dataset is not None and problems is not None
+    from legival_core import untrusted_json
     from legival_core.datasets.base import get_dataset
     from legival_core.generation.config import load_model_config
     from legival_core.registry import UnknownName
@@ -66,7 +68,7 @@ def generate(
 
     try:
         spec = get_dataset(dataset)
-        options: dict[str, Any] = json.loads(backend_options)
+        options: dict[str, Any] = untrusted_json.loads(backend_options)  # JsonRefused: a JSONDecodeError
         items = list(spec.load(problems, fmt))
     except UnknownName as e:
         fail(str(e))

@@ -10,22 +10,23 @@ import typer
 
 from legival.app import app, open_store
 from legival.console import emit_summary, err_console, fail, progress_bar
+from legival.paths import Role
 from legival_core.grading.grader import DEFAULT_PRED_FORMAT, PRED_FORMAT_RULE, PRED_FORMATS
 
 
 @app.command()
 def grade(
-    file: Annotated[Path | None, typer.Argument(help="JSONL records with 'pred' and 'gold' fields.")] = None,
+    file: Annotated[Path | None, typer.Argument(help="JSONL records with 'pred' and 'gold' fields."), Role.INPUT] = None,
     dataset: Annotated[str | None, typer.Option(
         help="Dataset whose grader to use (`legival list datasets`).")] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", help="Output JSONL: the records plus 'equivalent' and 'grade_status'.")] = None,
+        "--out", help="Output JSONL: the records plus 'equivalent' and 'grade_status'."), Role.OUTPUT_FILE] = None,
     role: Annotated[str, typer.Option(help="teacher: last answer wins; student: first explicit answer wins.")] = "teacher",
     pred_format: Annotated[str, typer.Option(
         "--pred-format", help=f"How to read 'pred'. {PRED_FORMAT_RULE}.")] = DEFAULT_PRED_FORMAT,
     db: Annotated[Path | None, typer.Option(
         "--db", help="Instead of a FILE: grade the store's traces that have no grade by the current grader of "
-                     "their dataset (e.g. after a grader version bump; nothing is re-ingested).")] = None,
+                     "their dataset (e.g. after a grader version bump; nothing is re-ingested)."), Role.STORE] = None,
 ) -> None:
     """Batch-grade predictions against gold answers with Legi-Val's graders (FILE --dataset --out),
     or grade a store's traces that lack a current grade (--db). A bare answer in 'pred' (`18`,

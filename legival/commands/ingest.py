@@ -10,6 +10,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
+from legival.paths import Role
 from legival_core.spec import Ingest, default_of
 
 
@@ -17,7 +18,7 @@ from legival_core.spec import Ingest, default_of
 def ingest(
     files: Annotated[list[Path], typer.Argument(
         help="Trace files: Legi-Val's JSONL (plain, gzip- or zstd-compressed, told by content) or Parquet, or "
-             "the files of evaluation tools (--from).")],
+             "the files of evaluation tools (--from)."), Role.INPUT],
     db: DbOption,
     source: Annotated[str, typer.Option(
         "--from", help="What the files are: auto (told by their content) or a format of `legival list formats` "
@@ -27,14 +28,18 @@ def ingest(
     mapping: Annotated[str | None, typer.Option(
         "--map", help="Columns of a table source as trace fields: reasoning=response,problem=question,...")] = None,
     requests: Annotated[Path | None, typer.Option(
-        help="An OpenAI batch input file (the questions of a batch output file).")] = None,
+        help="An OpenAI batch input file (the questions of a batch output file)."), Role.INPUT] = None,
     problems: Annotated[Path | None, typer.Option(
-        help="The dataset's problems in its own format (the gold answers of a source that lacks them).")] = None,
+        help="The dataset's problems in its own format (the gold answers of a source that lacks them)."), Role.INPUT] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Skip and list bad lines instead of stopping.")] = False,
     teacher: Annotated[str | None, typer.Option(help="Teacher name for every trace (default: the 'model' field).")] = None,
     max_trace_bytes: Annotated[int, typer.Option(
         "--max-trace-bytes", help="Skip (and count) traces whose reasoning + answer is longer (UTF-8 bytes).")
     ] = default_of(Ingest, "max_trace_bytes"),
+    max_record_bytes: Annotated[int, typer.Option(
+        "--max-record-bytes", help="What one record may hold once decompressed (a JSONL line, a member of an Inspect "
+        ".eval log); counted while reading, so a decompression bomb ends in seconds.")
+    ] = default_of(Ingest, "max_record_bytes"),
     repair_text: Annotated[bool, typer.Option(
         "--repair-text", help="Replace invalid Unicode (lone surrogates, NUL, non-characters) by U+FFFD "
         "instead of refusing the line; repaired records are counted.")] = False,
@@ -44,7 +49,7 @@ def ingest(
     from legival_core.stages.ingest import IngestError, ingest_file
     from legival_core.store import StoreError
 
-    limits = settings(Ingest, max_trace_bytes=max_trace_bytes, repair_text=repair_text)
+    limits = settings(Ingest, max_trace_bytes=max_trace_bytes, repair_text=repair_text, max_record_bytes=max_record_bytes)
     try:
         options = SourceOptions(dataset=dataset, mapping=parse_mapping(mapping), requests=requests,
                                 problems=problems, teacher=teacher)

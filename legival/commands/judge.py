@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
+from legival.paths import Role
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S
 from legival_core.spec import Judge, default_of
 
@@ -100,7 +101,7 @@ def judge(
 @app.command("judge-agreement")
 def judge_agreement(
     human: Annotated[Path, typer.Option("--human", help="Human annotations (CSV or JSONL): trace_id, "
-                                        "annotator, steps or count.")],
+                                        "annotator, steps or count."), Role.INPUT],
     db: DbOption,
     judge_key: Annotated[str | None, typer.Option(
         "--judge-key", help="Judge key (or a unique prefix); default: the only judge with results.")] = None,

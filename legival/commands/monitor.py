@@ -11,6 +11,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, writable_dir
 from legival.console import emit_summary, fail, progress_bar
+from legival.paths import Role
 from legival_core.monitor.supervisor import MAX_NEW_TOKENS
 from legival_core.spec import Student, default_of
 
@@ -27,9 +28,10 @@ def monitor(
     seed: Annotated[int, typer.Option(help="Seed of the error injection.")] = 0,
     max_new_tokens: Annotated[int, typer.Option(help="Token budget of a verdict.")] = MAX_NEW_TOKENS,
     backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options.")] = "{}",
-    out: Annotated[Path | None, typer.Option(help="Write monitor_metrics.csv and monitor_correlations.csv here.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write monitor_metrics.csv and monitor_correlations.csv here."), Role.OUTPUT_DIR] = None,
 ) -> None:
     """Ask a weak supervisor whether clean, sabotaged and naturally wrong traces are correct."""
+    from legival_core import untrusted_json
     from legival_core.backends.base import make_backend
     from legival_core.backends.lazy import LazyBackend
     from legival_core.registry import UnknownName, canonical_name
@@ -38,7 +40,7 @@ def monitor(
     from legival_core.stages.monitor import run_monitor
 
     try:
-        options: dict[str, Any] = json.loads(backend_options)
+        options: dict[str, Any] = untrusted_json.loads(backend_options)  # JsonRefused: a JSONDecodeError
         name = canonical_name("backend", backend)
     except json.JSONDecodeError as e:
         fail(f"--backend-options is not valid JSON: {e.msg}")

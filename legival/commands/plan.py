@@ -10,12 +10,13 @@ import typer
 
 from legival.app import app, prepare_spec_run
 from legival.console import emit_summary, fail, out_console
+from legival.paths import Role
 
 
 @app.command()
 def plan(
-    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml.")],
-    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`); only read.")] = None,
+    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml."), Role.INPUT],
+    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`); only read."), Role.STORE] = None,
     teacher: Annotated[list[str] | None, typer.Option(
         "--teacher", help="Only plan this teacher's ingest and rollouts (repeatable), as `legival run --teacher`.")] = None,
 ) -> None:

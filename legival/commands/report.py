@@ -11,13 +11,14 @@ import typer
 
 from legival.app import DbOption, app, open_store, settings, writable_dir
 from legival.console import emit_summary, fail, out_console
+from legival.paths import Role
 from legival_core.spec import Efficiency, Report, Transfer, default_of
 
 
 @app.command()
 def report(
     db: DbOption,
-    out: Annotated[Path, typer.Option("--out", help="Report directory.")],
+    out: Annotated[Path, typer.Option("--out", help="Report directory."), Role.OUTPUT_DIR],
     tau: Annotated[float, typer.Option(help="Redundancy threshold (SPEC: 0.8).")] = default_of(Efficiency, "tau"),
     model: Annotated[str, typer.Option(help="Embedding model of the redundancy rows.")] = default_of(Efficiency, "model"),
     n_bins: Annotated[int, typer.Option(help="Bins B the rollouts were planned with.")] = default_of(Transfer, "n_bins"),
@@ -30,7 +31,7 @@ def report(
     wide: Annotated[bool, typer.Option("--wide", help="Print every column of the table, not the compact view.")] = False,
 ) -> None:
     """Build the reports from the store alone (no model call)."""
-    from legival_core.reports.render.outdir import refuse_foreign
+    from legival_core.outputs import refuse_foreign
     from legival_core.reports.stage import ReportConfig, build_reports
 
     rep = settings(Report, resamples=resamples, seed=seed, dashboard_traces=dashboard_traces)

@@ -10,6 +10,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, writable_dir
 from legival.console import emit_summary, fail, progress_bar
+from legival.paths import Role
 from legival_core.reports.paper.rewards import N_BOOT
 from legival_core.rewards.models import spec_default
 
@@ -26,7 +27,7 @@ def rm(
     batch_size: Annotated[int, typer.Option(help="Traces per forward pass.")] = spec_default("batch_size"),
     limit: Annotated[int | None, typer.Option(help="Score at most N traces per model (trace-id order).")] = None,
     dtype: Annotated[str, typer.Option(help="bfloat16 | float32.")] = spec_default("dtype"),
-    out: Annotated[Path | None, typer.Option(help="Write rm_correlations.csv here (a directory).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write rm_correlations.csv here (a directory)."), Role.OUTPUT_DIR] = None,
     n_boot: Annotated[int, typer.Option(help="Bootstrap resamples for the Pearson CIs.")] = N_BOOT,
 ) -> None:
     """Score traces with reward models; computes only what is missing."""

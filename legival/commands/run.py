@@ -12,17 +12,18 @@ import typer
 from legival.app import app, discard_if_unused, prepare_spec_run
 from legival.console import emit_summary, out_console
 from legival.flow_command import exit_if_stages_failed, run_flow
+from legival.paths import Role
 
 
 @app.command()
 def run(
-    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml.")],
-    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Report directory (overrides `report.out`).")] = None,
+    spec: Annotated[Path, typer.Argument(help="Benchmark spec (YAML); see examples/demo.yaml."), Role.INPUT],
+    db: Annotated[Path | None, typer.Option("--db", help="DuckDB store (overrides the spec's `store`)."), Role.STORE] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Report directory (overrides `report.out`)."), Role.OUTPUT_DIR] = None,
     teacher: Annotated[list[str] | None, typer.Option(
         "--teacher", help="Only ingest and roll out this teacher (repeatable); aggregates cover all.")] = None,
     progress_file: Annotated[Path | None, typer.Option(
-        "--progress-file", help="Append JSON progress lines here (readable while the store is locked).")] = None,
+        "--progress-file", help="Append JSON progress lines here (readable while the store is locked)."), Role.OUTPUT_FILE] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Only plan: print what the run would compute and cost (`legival plan`), store untouched.")] = False,
 ) -> None:

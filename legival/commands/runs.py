@@ -11,6 +11,7 @@ import typer
 
 from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, err_console, fail, out_console
+from legival.paths import Role
 
 
 @app.command()
@@ -63,7 +64,7 @@ def diff(
     to_run: Annotated[str | None, typer.Option("--to", help="Newer run: id, id prefix or #seq (default: the last run).")] = None,
     fail_on: Annotated[list[str] | None, typer.Option(
         "--fail-on", help="METRIC:DELTA -- exit 1 when a teacher's METRIC got worse by more than DELTA (repeatable).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Write the diff as CSV here (the report's diff.csv schema).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the diff as CSV here (the report's diff.csv schema)."), Role.OUTPUT_FILE] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, help="Rows printed (every row goes to --out).")] = 30,
 ) -> None:
     """What changed between two recorded runs: values, deltas against the bootstrap noise, ranks, causes."""

@@ -10,6 +10,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console
+from legival.paths import Role
 from legival_core.spec import Transfer, default_of
 from legival_core.study.serve_settings import StudyServeSettings
 from legival_core.study.settings import StudySettings
@@ -61,7 +62,7 @@ def create(
         default_of(StudySettings, "seed")),
     minutes_per_item: Annotated[float, typer.Option(help="Minutes per item, for the estimate.")] = default_of(
         StudySettings, "minutes_per_item"),
-    consent: Annotated[Path | None, typer.Option(help="A UTF-8 file with the consent text (default: the package's).")] = None,
+    consent: Annotated[Path | None, typer.Option(help="A UTF-8 file with the consent text (default: the package's)."), Role.INPUT] = None,
     step_interval: Annotated[int, typer.Option(help="s of the depth grid (the spec's transfer.step_interval).")] = (
         default_of(Transfer, "step_interval")),
 ) -> None:
@@ -165,7 +166,9 @@ def serve(
     import signal
 
     from legival.serving import Refusals, is_loopback, stop_signals, until_stopped
+    from legival_core.store.study import participants as people
     from legival_core.store.study import study_names
+    from legival_core.study.served import ServedStudy, StudyServed
     from legival_core.study.server import ServerStats, make_study_server
     from legival_core.study.tokens import (
         ADMIN_CODE,
@@ -184,7 +187,9 @@ def serve(
     except BadHostName as e:
         fail(f"--allow-host/--host: {e}")
     refusals, stats = Refusals(), ServerStats()
-    with open_store(db) as store:
+    # the study is read once and the store closed again: the server commits to the store's journal, so
+    # `legival report`, `serve`, `study grade` and runs use the store meanwhile (docs/study.md)
+    with open_store(db, read_only=True) as store:
         known = study_names(store)
         if name not in known:
             fail(f"--name: no study {name!r} in {db} (studies: {', '.join(known) or 'none'}; "
@@ -194,15 +199,23 @@ def serve(
         except KeyFileError as e:
             fail(str(e))
         try:
-            server = make_study_server(store, name, key, host=host, port=port, allow_hosts=allow_host or (),
+            served = ServedStudy.load(store, name)
+        except LookupError as e:
+            fail(f"{db}: study {name}: {e}")
+        codes = [p.code for p in people(store, name)]
+    try:
+        served.hold()
+    except StudyServed as e:
+        served.close()
+        fail(str(e))
+    try:
+        try:
+            server = make_study_server(served, key, host=host, port=port, allow_hosts=allow_host or (),
                                        on_refused=refusals, stats=stats)
         except PortInUse:
             fail(f"--port: port {port} is in use (choose another with --port)")
         except OSError as e:
             fail(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})")
-        from legival_core.store.study import participants as people
-
-        codes = [p.code for p in people(store, name)]
         try:
             with server:
                 base, note = _link_base(server.url, host, allow_host or [])
@@ -224,6 +237,8 @@ def serve(
                     got = until_stopped(server, got_signal)
         except ServerFailed as e:
             fail(f"the study server stopped: {e}")
+    finally:
+        served.close()
     summary: dict[str, object] = {"command": "study serve", "db": str(db), "study": name, "url": server.url,
                                   "answers_stored": stats.answers,
                                   "refused_requests": refusals.count + stats.refused}

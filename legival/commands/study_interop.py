@@ -12,6 +12,7 @@ import typer
 from legival.app import DbOption, open_store
 from legival.commands.study import study_app
 from legival.console import emit_summary, err_console, fail, out_console
+from legival.paths import Role
 
 if TYPE_CHECKING:
     from legival_core.store.db import Store
@@ -37,8 +38,8 @@ def export(
     db: DbOption,
     name: Annotated[str, typer.Option("--name", help="The study to export.")],
     fmt: Annotated[str, typer.Option("--format", help="The tool to export for: label-studio.")],
-    out: Annotated[Path, typer.Option("--out", help="The folder to write (created; must be empty or absent).")],
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out folder.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="The folder to write (created; must be empty or absent)."), Role.OUTPUT_DIR],
+    force: Annotated[bool, typer.Option("--force", help="Replace an earlier export in --out (only a folder an export wrote, every file listed in its manifest).")] = False,
 ) -> None:
     """Write the study's items as Label Studio tasks (problem and prefix only), its labeling config, the
     design's assignment and a README into --out, all or nothing."""
@@ -56,7 +57,7 @@ def export(
     try:
         files = write_export(made, name, out, force=force)
     except FileExistsError as e:
-        fail(f"--out: {e}")
+        fail(f"--out {out}: {e.strerror or e}")
     except OSError as e:
         fail(f"--out {out}: cannot write there ({e.strerror or e})")
     for f in files:
@@ -73,16 +74,16 @@ def export(
 def import_(
     db: DbOption,
     name: Annotated[str, typer.Option("--name", help="The study the answers belong to.")],
-    file: Annotated[Path, typer.Argument(help="Label Studio's JSON export (Export > JSON) of the study's tasks.")],
+    file: Annotated[Path, typer.Argument(help="Label Studio's JSON export (Export > JSON) of the study's tasks."), Role.INPUT],
     annotators: Annotated[Path | None, typer.Option(
         "--annotators", help="CSV annotator,code: Label Studio e-mails or user ids -> participant codes "
-                             "(default: an annotator whose e-mail, its part before the @, or id is a code).")] = None,
+                             "(default: an annotator whose e-mail, its part before the @, or id is a code)."), Role.INPUT] = None,
     any_item: Annotated[bool, typer.Option(
         "--any-item", help="Also store answers to items outside the participant's assignment (counted).")] = False,
 ) -> None:
     """Store the answers of a Label Studio JSON export, all or nothing: re-importing stores nothing new,
     a changed answer is a conflict, skipped (cancelled) annotations are counted and left out."""
-    from legival_core.store.study import ImportRefused
+    from legival_core.store.study_import import ImportRefused
     from legival_core.study.label_studio import LabelStudioError, import_export
 
     t0 = time.perf_counter()

@@ -38,12 +38,13 @@ def transfer(
     """Roll out a student on prefixes of correct teacher traces; computes only what is missing."""
     from datetime import UTC, datetime
 
+    from legival_core import untrusted_json
     from legival_core.runs.record import new_run_id
     from legival_core.stages.transfer import run_transfer
     from legival_core.stages.transfer_timing import Timing
 
     try:
-        options = json.loads(backend_options)
+        options = untrusted_json.loads(backend_options)  # JsonRefused: a JSONDecodeError
     except json.JSONDecodeError as e:
         fail(f"--backend-options is not valid JSON: {e.msg}")
     if not isinstance(options, dict):

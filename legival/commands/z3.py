@@ -11,13 +11,14 @@ import typer
 
 from legival.app import app
 from legival.console import emit_summary, err_console, fail, progress_bar
+from legival.paths import Role
 from legival_core.quality.z3_ir import DEFAULT_TIMEOUT_MS
 
 
 @app.command()
 def z3(
-    file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format), plain or gzip/zstd-compressed.")],
-    out: Annotated[Path, typer.Option("--out", help="Output JSONL with acs, fas0, jss, rcr, z3_status added.")],
+    file: Annotated[Path, typer.Argument(help="JSONL records with an 'ir' field (gCoT published format), plain or gzip/zstd-compressed."), Role.INPUT],
+    out: Annotated[Path, typer.Option("--out", help="Output JSONL with acs, fas0, jss, rcr, z3_status added."), Role.OUTPUT_FILE],
     timeout_ms: Annotated[int, typer.Option(
         help="Z3 time limit per check, in milliseconds (at least 1: Z3 reads 0 as no limit).")] = DEFAULT_TIMEOUT_MS,
 ) -> None:

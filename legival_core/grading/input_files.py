@@ -7,7 +7,10 @@ archive, bzip2/xz/LZ4 data, a Parquet file where JSONL is read, a database, othe
 refused before a line is read, with ONE sentence naming the file, what it is, and what is read here,
 instead of an encoding error about byte 0x8b of line 1. A compressed stream that ends early (a
 truncated copy) or is corrupt is an error naming the line reached: its first lines are never taken
-for the whole file.
+for the whole file. One line is held to `ingest.max_record_bytes` (`record_limit`), counted while it is
+read: a gzip line that inflates to a GiB is refused at the limit, in a fraction of a second. A named pipe
+is waited on in short polls (standard error says so, a signal ends the wait); a socket or a block device
+is refused, and a reader that seeks gets `regular_file_error` for any of them.
 
 Every reader of a user's record file goes through here (`legival ingest`'s trace files, the dataset
 loaders of `legival generate --problems`), so a new input source (issue 40) opens its files the same
@@ -18,9 +21,14 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import select
+import stat
+import sys
 import zlib
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +46,15 @@ _CHUNK = 1 << 16
 _ZSTD_SLICE = 1 << 12
 """Compressed bytes handed to the zstd decompressor at a time: what one call returns is bounded by
 what this much input can expand to, however well the data compressed."""
+MAX_RECORD_BYTES = 64 << 20
+"""The spec's default `ingest.max_record_bytes`: what one record of an input may take once decompressed
+(a line of a JSONL file, a member of an Inspect `.eval` log). A trace is at most `ingest.max_trace_bytes`
+(2 MB); a line of 64 MiB is no trace record but a decompression bomb, or a file without line breaks."""
+_RECORD_LIMIT: ContextVar[int] = ContextVar("record_limit", default=MAX_RECORD_BYTES)
+_FIFO_GRACE_S = 0.2
+"""How long a named pipe may stay silent before standard error says what is being waited for."""
+_FIFO_POLL_MS = 250
+"""The wait for a pipe's writer, in slices this long: a signal's Python handler runs between two."""
 
 _EXTRACT = "extract it and give the files in it"
 _RECOMPRESS = "decompress it, or recompress it with gzip or zstd"
@@ -55,6 +72,49 @@ _CONTAINERS: tuple[tuple[int, bytes, str, str], ...] = (
     (8, b"DUCK", "a DuckDB database (a Legi-Val store is given with --db)", "export its records as JSONL"),
     (0, b"ARROW1", "an Arrow IPC (Feather) file", "write it as Parquet or JSONL"),
 )
+
+
+@contextmanager
+def record_limit(limit: int) -> Iterator[None]:
+    """Within the block, every reader of a user's input holds one record to `limit` bytes, decompressed
+    (`ingest.max_record_bytes`: the ingest stage sets it around its reading; elsewhere the default)."""
+    token = _RECORD_LIMIT.set(limit)
+    try:
+        yield
+    finally:
+        _RECORD_LIMIT.reset(token)
+
+
+def current_record_limit() -> int:
+    """The limit of one record in force (`record_limit`)."""
+    return _RECORD_LIMIT.get()
+
+
+LIMIT_NAME = "the limit of one record (ingest.max_record_bytes, --max-record-bytes)"
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def special_file(path: Path) -> str | None:
+    """What `path` is when it exists and is neither a regular file nor a directory ("a named pipe
+    (FIFO)", "a socket", "a character device", "a block device"); None otherwise. Never opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), None)
+
+
+def regular_file_error(path: Path, needs: str) -> InputFileError | None:
+    """The error for a reader that needs a regular file (it seeks, or reads the file twice) given a
+    pipe, a socket or a device (`needs`: why), else None."""
+    what = special_file(path)
+    if what is None:
+        return None
+    return InputFileError(str(path), f"is {what}, not a regular file: {needs} (copy what it holds to a file "
+                                     f"first: cat {path} > FILE)")
 
 
 class InputFileError(ValueError):
@@ -106,15 +166,25 @@ class InputFile:
     def lines(self) -> Iterator[tuple[int, bytes]]:
         """(1-based line number, the line's bytes without its newline) for every line, read as a
         stream; a UTF-8 byte order mark at the start is dropped. A compressed stream that ends early
-        or is corrupt raises `InputFileError` naming the last line read whole (yielded before)."""
+        or is corrupt raises `InputFileError` naming the last line read whole (yielded before); so does
+        a line longer than the limit of one record (`record_limit`), as soon as the limit is passed:
+        a line is never held beyond it, however much a compressed stream would inflate to."""
         name, compression, stream = str(self.path), self.format.compression, self._stream
         if stream is None:
             raise InputFileError(name, "is a Parquet file, not lines of text")
         self._stream = None  # read once
+        limit = current_record_limit()
         line = 0
         try:
             with self._opened:
-                for line, raw in enumerate(stream, start=1):
+                while raw := stream.readline(limit + 1):
+                    if len(raw) > limit and not raw.endswith(b"\n"):  # limit + 1 bytes, and the line goes on
+                        line += 1
+                        raise InputFileError(name, f"line {line} holds more than {limit:,} bytes"
+                                                   f"{' once decompressed' if compression else ''}, over {LIMIT_NAME}: "
+                                                   "no trace record is that long (a decompression bomb? a file "
+                                                   "without line breaks?); nothing after it was read")
+                    line += 1
                     if line == 1 and raw.startswith(_BOM):
                         raw = raw[len(_BOM):]
                     yield line, raw[:-1] if raw.endswith(b"\n") else raw
@@ -150,6 +220,12 @@ def open_input(path: Path, parquet: bool = False) -> InputFile:
     if path.is_dir():
         what = "JSONL or Parquet files" if parquet else "JSONL files"
         raise InputFileError(name, f"is a directory, not a file (give the {what} in it)")
+    special = special_file(path)
+    if special in ("a socket", "a block device"):
+        raise InputFileError(name, f"is {special}, not a file ({supported(parquet)}: from a file or a pipe)")
+    if parquet and is_parquet_name(path) and (err := regular_file_error(
+            path, "Parquet is read by seeking in it (its footer, at its end, says where its rows are)")):
+        raise err
     opened = ExitStack()
     try:
         fmt, stream = _open(path, parquet, opened)
@@ -180,7 +256,7 @@ def _reached(line: int) -> str:
 def _open(path: Path, parquet: bool, opened: ExitStack) -> tuple[InputFormat, io.BufferedIOBase | None]:
     name = str(path)
     try:
-        f = opened.enter_context(path.open("rb"))
+        f = opened.enter_context(_open_fifo(path) if special_file(path) == "a named pipe (FIFO)" else path.open("rb"))
         head = f.read(_HEAD)
     except OSError as e:
         raise InputFileError(name, f"cannot read it ({e.strerror or e})") from None
@@ -217,6 +293,26 @@ def _open(path: Path, parquet: bool, opened: ExitStack) -> tuple[InputFormat, io
         raise InputFileError(name, f"is named like Parquet but holds {held}, not Parquet (JSONL? name it "
                                    f"*.jsonl{'.gz' if compression == 'gzip' else '.zst' if compression else ''})")
     return InputFormat("lines", compression), stream
+
+
+def _open_fifo(path: Path) -> io.BufferedReader:
+    """A named pipe opened for reading without blocking in C: opened at once (non-blocking), then waited
+    on in short polls until a writer has written or gone, so that a signal's Python handler runs while
+    it waits (Ctrl-C, SIGTERM end the command); standard error says what is waited for when it lasts."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poll = select.poll()
+        poll.register(fd, select.POLLIN | select.POLLHUP)
+        if not poll.poll(int(_FIFO_GRACE_S * 1000)):
+            print(f"{path}: a named pipe (FIFO) that nothing has written to yet: waiting for a writer "
+                  "(Ctrl-C stops)", file=sys.stderr, flush=True)
+            while not poll.poll(_FIFO_POLL_MS):
+                pass
+        os.set_blocking(fd, True)
+        return open(fd, "rb", closefd=True)  # noqa: SIM115  closed by the caller's ExitStack
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _first_bytes(stream: io.BufferedIOBase) -> tuple[bytes, Exception | None]:

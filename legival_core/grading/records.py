@@ -16,12 +16,12 @@ imports its modules eagerly.)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from legival_core import untrusted_json
 from legival_core.grading.input_files import read_lines
 
 BOM = b"\xef\xbb\xbf"
@@ -36,37 +36,19 @@ class LineProblem:
     message: str
 
 
-class DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are unique: `json.loads` would keep the last of two equal keys."""
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        raise DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
-    return out
-
-
-def parse_json_line(raw: bytes, line: int) -> dict[str, Any] | LineProblem:
-    """One JSONL line (bytes, no newline) as a JSON object, or what is wrong with it."""
+def parse_json_line(raw: bytes, line: int, text: bool = False) -> dict[str, Any] | LineProblem:
+    """One JSONL line (bytes, no newline) as a JSON object, or what is wrong with it, read through the
+    JSON boundary (`legival_core.untrusted_json`: depth, number size, duplicate keys; with `text`, lone
+    surrogates too). Without `text` a lone surrogate is left to the caller: ingest checks every string of
+    a record itself (`trace_records.checked_text`), naming the field, and `--repair-text` replaces it."""
     try:
-        text = raw.decode("utf-8")
+        text_ = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         return LineProblem(line, "<encoding>", f"invalid UTF-8 byte 0x{raw[e.start]:02x} at column {e.start + 1}")
     try:
-        rec = json.loads(text, object_pairs_hook=_unique_keys)
-    except DuplicateKey as e:
-        return LineProblem(line, "<json>", f"duplicate key {e.key!r} in a JSON object (which value is meant?)")
-    except json.JSONDecodeError as e:
-        return LineProblem(line, "<json>", f"malformed JSON: {e.msg} at column {e.colno}")
-    except RecursionError:
-        return LineProblem(line, "<json>", "JSON nested too deeply to read (too many levels of '[' or '{')")
-    except ValueError as e:  # an integer with more digits than Python reads (sys.get_int_max_str_digits)
-        return LineProblem(line, "<json>", f"unreadable JSON: {str(e).split(';')[0]}")
+        rec = untrusted_json.loads(text_, text=text)
+    except untrusted_json.JsonRefused as e:
+        return LineProblem(line, e.field or "<json>", e.msg)
     if not isinstance(rec, dict):
         return LineProblem(line, "<json>", "each line must be a JSON object")
     return rec
@@ -80,17 +62,20 @@ def jsonl_records(data: bytes) -> Iterator[tuple[int, dict[str, Any] | LineProbl
     return jsonl_lines(enumerate(data.split(b"\n"), start=1))
 
 
-def jsonl_lines(lines: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, dict[str, Any] | LineProblem]]:
-    """(line number, record or problem) for every non-blank one of numbered raw lines."""
+def jsonl_lines(lines: Iterable[tuple[int, bytes]], text: bool = False) -> Iterator[tuple[int, dict[str, Any] | LineProblem]]:
+    """(line number, record or problem) for every non-blank one of numbered raw lines (`text`: as
+    `parse_json_line`)."""
     for i, raw in lines:
         if raw.strip():
-            yield i, parse_json_line(raw, i)
+            yield i, parse_json_line(raw, i, text)
 
 
 def read_jsonl_records(path: Path) -> Iterator[tuple[int, dict[str, Any] | LineProblem]]:
     """`jsonl_records` of a file, read as a stream whatever compresses it (`input_files`): a file
-    that is not JSONL, or whose compressed stream is cut short, raises `InputFileError`."""
-    return jsonl_lines(read_lines(Path(path)))
+    that is not JSONL, or whose compressed stream is cut short, raises `InputFileError`. A lone
+    surrogate in any string is a problem of its line (`legival grade`, `z3`, `judge-agreement --human`
+    check no text of their own)."""
+    return jsonl_lines(read_lines(Path(path)), text=True)
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -107,13 +92,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             bad = f"invalid UTF-8 byte 0x{raw[e.start]:02x} at column {e.start + 1}"
             raise ValueError(f"{path}:{lineno}: {bad}") from None
         try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{lineno}: bad JSON ({e.msg})") from None
-        except RecursionError:
-            raise ValueError(f"{path}:{lineno}: bad JSON (nested too deeply to read)") from None
-        except ValueError as e:
-            raise ValueError(f"{path}:{lineno}: bad JSON ({str(e).split(';')[0]})") from None
+            rec = untrusted_json.loads(line)
+        except untrusted_json.JsonRefused as e:
+            raise ValueError(f"{path}:{lineno}: bad JSON ({e})") from None
         if not isinstance(rec, dict):
             raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
         yield index, rec | {"__line__": lineno}

@@ -115,6 +115,9 @@ class ParsedLine:
     """The record's own `trace_id` field, when it carries one (it must name one trace only)."""
     repaired: bool = False
     """Invalid Unicode in the record was replaced by U+FFFD (`ingest.repair_text`)."""
+    unit_key: tuple[str, str] | None = None
+    """(field, what it says) of the unit of its input the record is (an OpenAI request's `custom_id 'r-1'`,
+    `sources.SourceInfo.key`): one input may not give two traces for one unit."""
 
 
 def is_parquet(path: Path) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from legival_core import untrusted_json
 from legival_core.grading.input_files import COMPRESSED_SUFFIXES, InputFileError, read_lines, sniff, supported
 from legival_core.grading.records import LineProblem, read_jsonl_records
 
@@ -43,7 +43,7 @@ def _parse_steps(v: Any) -> tuple[int, ...] | None:
         return tuple(sorted({int(x) for x in v}))
     s = str(v).strip()
     if s.startswith("["):
-        return _parse_steps(json.loads(s))
+        return _parse_steps(untrusted_json.loads(s))
     return tuple(sorted({int(x) for x in s.replace(",", ";").split(";") if x.strip()}))
 
 

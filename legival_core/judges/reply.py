@@ -6,6 +6,8 @@ import json
 import math
 from dataclasses import dataclass
 
+from legival_core import untrusted_json
+
 
 class ReplyInvalid(ValueError):
     """The reply is not JSON, or breaks the schema; the message says what is wrong."""
@@ -51,8 +53,8 @@ def parse_judgement(text: str | None, first: int, last: int) -> Judgement:
     if text is None or not text.strip():
         raise ReplyInvalid("empty reply")
     try:
-        obj = json.loads(extract_json_text(text))
-    except json.JSONDecodeError as e:
+        obj = untrusted_json.loads(extract_json_text(text))
+    except json.JSONDecodeError as e:  # JsonRefused too: too deep, a huge number
         raise ReplyInvalid(f"not valid JSON ({e.msg} at char {e.pos})") from None
     if not isinstance(obj, dict):
         raise ReplyInvalid(f"top level is {type(obj).__name__}, expected an object")

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from legival_core.grading.input_files import record_limit
 from legival_core.grading.sources import OWN, choose
 from legival_core.grading.trace_records import (
     IngestError,
@@ -74,13 +75,14 @@ def _together(store: Store, files: list[File], limits: Ingest, tmp: Path) -> boo
     read: list[tuple[str, str, list[ParsedLine]]] = []
     for i, (path, teacher, select) in enumerate(files):
         try:
-            src = select_records(path, select, _folder(tmp, i)) if select else path
-            lines: dict[str, ParsedLine] = {}  # a repeated trace: its first line, as the stage keeps it
-            for line, rec in read_records(src):
-                if isinstance(rec, IngestError):
-                    return False
-                p = parse_record(rec, str(src), line, teacher, "line", limits)
-                lines.setdefault(p.trace.trace_id, p)
+            with record_limit(limits.max_record_bytes):  # what the stage holds a line to
+                src = select_records(path, select, _folder(tmp, i)) if select else path
+                lines: dict[str, ParsedLine] = {}  # a repeated trace: its first line, as the stage keeps it
+                for line, rec in read_records(src):
+                    if isinstance(rec, IngestError):
+                        return False
+                    p = parse_record(rec, str(src), line, teacher, "line", limits)
+                    lines.setdefault(p.trace.trace_id, p)
         except IngestError:
             return False
         read.append((str(src), teacher, list(lines.values())))

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from legival_core.catalog import MINILM
+from legival_core.grading.input_files import MAX_RECORD_BYTES
 from legival_core.grading.trace_records import MAX_TRACE_BYTES
 from legival_core.spec.base import Strict, registered_name, resolve_path
 
@@ -31,6 +32,10 @@ class Ingest(Strict):
     repair_text: bool = Field(default=False, description=(
         "replace invalid Unicode (lone surrogates, NUL, non-characters) by U+FFFD and count the repaired "
         "records, instead of refusing the line"))
+    max_record_bytes: int = Field(default=MAX_RECORD_BYTES, ge=1, description=(
+        "what one record of an input may hold once decompressed (a line of a JSONL file, a member of an "
+        "Inspect .eval log), counted while it is read: a longer line is an error naming it, a larger .eval "
+        "sample a counted skip, a larger log header or summary an error; a decompression bomb ends in seconds"))
 
 
 class Efficiency(Strict):

@@ -9,7 +9,8 @@ commit writes the file's problems, traces and grades in ONE transaction.
 A bad line therefore either stops the import with an error naming file, line and field, leaving the
 store exactly as it was, or (with `skip_bad`) is skipped and listed. A line that contradicts the
 store or an earlier line is a bad line too (never silently dropped): a problem redefined with another
-question, gold or choices, or a record's own `trace_id` field given to another trace. Trace ids are
+question, gold or choices, a record's own `trace_id` field given to another trace, or one unit of the
+input (its source's `key`: an OpenAI custom_id, an Inspect sample and epoch) given another trace. Trace ids are
 content hashes, so importing the same file twice adds nothing, and a line repeating a trace of the
 same file is counted (`duplicate_records`), not stored twice. The generate stage stores its traces through the same
 stage (`ingest_records`: in-memory records instead of a file).
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from legival_core.grading.input_files import InputFileError
-from legival_core.grading.sources import AUTO, OWN, SourceOptions, read_source
+from legival_core import untrusted_json
+from legival_core.grading.input_files import InputFileError, record_limit
+from legival_core.grading.sources import AUTO, OWN, SourceOptions, read_source, source_info, unit_key
 from legival_core.grading.trace_records import (
     IngestError,
     ParsedLine,
@@ -141,13 +143,16 @@ class IngestStage:
         lines: list[ParsedLine] = []
         errors: list[IngestError] = []
         too_large: list[UnitFailure] = []
-        with nullcontext():
+        key = source_info(fmt).key if self.records is None else ()
+        with record_limit(self.limits.max_record_bytes):  # every line, every archive member read below
             for line, rec in records:
                 summary.lines += 1
                 try:
                     if isinstance(rec, IngestError):
                         raise rec
-                    lines.append(parse_record(rec, name, line, self.teacher, unit, self.limits))
+                    one = parse_record(rec, name, line, self.teacher, unit, self.limits)
+                    keyed = unit_key(rec, key) if key else None
+                    lines.append(replace(one, unit_key=keyed) if keyed else one)
                 except TraceTooLarge as e:
                     summary.too_large.append(str(e))
                     too_large.append(_skipped(e, rec, self.teacher))
@@ -229,9 +234,10 @@ def _skipped(e: IngestError, rec: Any, teacher: str | None) -> UnitFailure:
 
 def find_conflicts(store: Store, lines: Sequence[ParsedLine], file: str, unit: str = "line") -> dict[int, IngestError]:
     """line -> the error of each line that contradicts the store or an earlier line of the same file:
-    a problem redefined (another question, gold or choices) or a record's own `trace_id` given to
-    another trace. The store is the reference for what it holds; otherwise the first line that
-    defines a problem (or uses an own id) is."""
+    a problem redefined (another question, gold or choices), a record's own `trace_id` given to
+    another trace, or one unit of the input (its source's key: an OpenAI `custom_id`, an Inspect sample
+    and epoch) given twice with different traces. The store is the reference for what it holds;
+    otherwise the first line that defines a problem (or uses an own id, or a unit) is."""
     conflicts: dict[int, IngestError] = {}
     keys = list(dict.fromkeys((p.problem.dataset, p.problem.problem_id) for p in lines))
     stored = {k: Problem(k[0], k[1], v.question, v.gold, tuple(json.loads(v.choices)) if v.choices else ())
@@ -247,6 +253,16 @@ def find_conflicts(store: Store, lines: Sequence[ParsedLine], file: str, unit: s
         if problem is not None:
             field_name, message = problem
             conflicts[p.line] = IngestError(file, p.line, field_name, message, unit)
+    first_unit: dict[str, ParsedLine] = {}
+    for p in lines:
+        if p.unit_key is None or p.line in conflicts:
+            continue
+        before = first_unit.setdefault(p.unit_key[1], p)
+        if before.trace.trace_id != p.trace.trace_id:
+            conflicts[p.line] = IngestError(
+                file, p.line, p.unit_key[0], f"{p.unit_key[1]} is also at {unit} {before.line} of this file, with "
+                f"another trace ({_trace_diff(_identity(before), p)} differ): one input gives two answers for one "
+                "unit (which is meant?)", unit)
     own = [p for p in lines if p.own_id is not None and p.line not in conflicts]
     if own:
         held = traces_by_own_id(store, [p.own_id for p in own if p.own_id is not None])
@@ -378,7 +394,7 @@ def select_records(path: Path, model: str, tmp: Path) -> Path:
             line = raw + b"\n"
             seen += bool(raw.strip())
             try:
-                rec = json.loads(raw) if raw.strip() else None
+                rec = untrusted_json.loads(raw, text=False) if raw.strip() else None
             except ValueError:
                 dst.write(line)  # ingest reports the bad line with its message
                 continue
@@ -410,7 +426,8 @@ def ingest_spec_file(store: Store | StoreAccess, path: Path, teacher: str, selec
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="legival-ingest-") as tmp:
-        src = select_records(path, select, Path(tmp)) if select else path
+        with record_limit(limits.max_record_bytes):
+            src = select_records(path, select, Path(tmp)) if select else path
         try:
             s = ingest_file(store, src, teacher=teacher, limits=limits, fmt=fmt,
                             options=options or SourceOptions(teacher=teacher))

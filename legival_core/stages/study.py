@@ -26,7 +26,7 @@ from legival_core.grading.trace_records import problem_of_row
 from legival_core.registry import is_registered
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
 from legival_core.stages.registered import Job, RunContext, register_stage, stage_jobs
-from legival_core.store import Store
+from legival_core.store import Store, study_grades
 from legival_core.store import planner as reads
 from legival_core.store import study as study_rows
 from legival_core.types import Grade, Problem
@@ -82,7 +82,7 @@ class StudyGradeStage:
         if not study_rows.study_names(store):
             return Plan([], s, total=0)
         datasets = [d for d in reads.stored_datasets(store) if is_registered("dataset", d)]
-        todo = study_rows.answers_to_grade(store, current_graders(datasets), self.study)
+        todo = study_grades.answers_to_grade(store, current_graders(datasets), self.study)
         units = [
             StudyGradeUnit(r["study"], r["code"], r["item_id"], r["grader"],
                            problem_of_row(r["dataset"], r["problem_id"], r["question"], r["gold"], r["choices"],
@@ -97,7 +97,7 @@ class StudyGradeStage:
         return executor.run(Work(_no_worker, grade_answers, self.chunk), units)
 
     def commit(self, store: Store, results: Sequence[dict[str, Any]], plan: Plan[Any, StudyGradeSummary]) -> int:
-        study_rows.replace_study_grades(store, results)
+        study_grades.replace_study_grades(store, results)
         s = plan.summary
         for r in results:
             s.graded += 1

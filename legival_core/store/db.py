@@ -11,7 +11,7 @@ The SQL itself lives in this package only (`reads_*`, `writes`): everything else
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,11 +74,10 @@ def _open_error(path: Path, e: Exception) -> StoreError:
     text = str(e)
     low = text.lower()
     if "lock" in low and ("conflicting" in low or "could not set lock" in low):
-        if _held_by_study_server(text):
-            return StoreLocked(f"cannot open {path}: `legival study serve` holds it (it keeps its store open while "
-                               "it serves: stop it, or copy the store file and use the copy; docs/study.md)")
-        return StoreLocked(f"cannot open {path}: another process holds it (DuckDB allows one process per file); "
-                           "stop the other legival process using it, or use another --db")
+        holder = holder_of(text)
+        return StoreLocked(f"cannot open {path}: {holder or 'another process'} holds it (DuckDB allows one process "
+                           "per file); wait for it to end (LEGIVAL_STORE_WAIT_S: how long a command waits), stop it, "
+                           "or use another --db")
     if "not a valid duckdb database file" in low:
         return StoreUnreadable(f"{path}: not a DuckDB store (the file exists but is not a DuckDB database)")
     if "could not read enough bytes" in low or "corrupt" in low or "checksum" in low:
@@ -91,19 +90,26 @@ def _open_error(path: Path, e: Exception) -> StoreError:
     return StoreUnreadable(f"cannot open {path}: {text}")
 
 
-def _held_by_study_server(lock_error: str) -> bool:
-    """DuckDB's lock error names the holder (`... is held in /usr/bin/python3 (PID 15630)`): is it a
-    `legival study serve`? Read from /proc where there is one; False wherever it cannot be told."""
+def holder_of(lock_error: str) -> str | None:
+    """Who holds the store, from DuckDB's lock error (`... is held in /usr/bin/python3 (PID 15630)`):
+    the holder's command line where /proc tells it (`legival run examples/demo.yaml` (PID 15630)), its
+    PID otherwise; None when the error names no process."""
     import re
 
     m = re.search(r"\(PID (\d+)\)", lock_error)
     if m is None:
-        return False
+        return None
+    pid = m.group(1)
     try:
-        args = Path(f"/proc/{m.group(1)}/cmdline").read_bytes().split(b"\0")
+        args = [a.decode("utf-8", "replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
     except OSError:
-        return False
-    return b"study" in args and b"serve" in args
+        return f"process {pid}"
+    if "legival" in args:  # python -m legival ...
+        args = ["legival", *args[args.index("legival") + 1:]]
+    elif args and Path(args[min(1, len(args) - 1)]).name == "legival":  # the console script
+        args = ["legival", *args[2:]]
+    shown = " ".join(" ".join(args).split())[:200]  # one line, however the holder was started
+    return f"`{shown}` (PID {pid})"
 
 
 _DAMAGE = ("could not read enough bytes", "corrupt", "checksum")
@@ -114,6 +120,48 @@ def _damage_error(path: Path, e: Exception) -> StoreError | None:
     when a query reaches its missing pages); None for any other error."""
     low = str(e).lower()
     return _open_error(path, e) if any(m in low for m in _DAMAGE) else None
+
+
+WAIT_ENV = "LEGIVAL_STORE_WAIT_S"
+DEFAULT_WAIT_S = 120.0
+"""How long opening a store another process holds waits for it (a short command meeting another on the
+store: a report, a grade); a `legival run` that holds it for hours is named in the refusal after that."""
+
+
+def store_wait_s() -> float:
+    """The wait for a held store: `LEGIVAL_STORE_WAIT_S` seconds (0: refuse at once), else `DEFAULT_WAIT_S`."""
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get(WAIT_ENV, DEFAULT_WAIT_S)))
+    except ValueError:
+        return DEFAULT_WAIT_S
+
+
+def _connect_waiting(path: Path, read_only: bool, wait_s: float,
+                     on_wait: Callable[[str], None] | None) -> duckdb.DuckDBPyConnection:
+    """Connect; while another process holds the file, retry (backing off to 1 s) for up to `wait_s`,
+    telling `on_wait` once what it waits for. Any other failure, or the lock after the wait: its
+    `StoreError`."""
+    import time
+
+    import duckdb
+
+    deadline = time.monotonic() + wait_s
+    pause, told = 0.05, False
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except (duckdb.Error, OSError) as e:
+            error = _open_error(path, e)
+            if not isinstance(error, StoreLocked) or time.monotonic() >= deadline:
+                raise error from e
+            if not told and on_wait is not None:
+                holder = holder_of(str(e)) or "another process"
+                on_wait(f"waiting for {path}: {holder} holds it (up to {wait_s:g} s; {WAIT_ENV} sets how long)")
+                told = True
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(1.0, pause * 2)
 
 
 CHECKPOINT_THRESHOLD = "256MB"
@@ -134,24 +182,25 @@ class Store:
     says from which version) and refused by a read-only one (`StoreOutdated`); the file is left
     unchanged whenever the open is refused."""
 
-    def __init__(self, path: str | Path, read_only: bool = False, create: bool = True) -> None:
-        import duckdb
-
+    def __init__(self, path: str | Path, read_only: bool = False, create: bool = True,
+                 wait_s: float | None = None, on_wait: Callable[[str], None] | None = None) -> None:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreMissing(f"{self.path}: no such store (create one with `legival ingest` or `legival run`)")
         if self.path.is_dir():
             raise StoreUnreadable(f"{self.path}: is a directory, not a DuckDB store file")
-        try:
-            if not read_only:
+        if not read_only:
+            try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.con: duckdb.DuckDBPyConnection = duckdb.connect(str(self.path), read_only=read_only)
-        except (duckdb.Error, OSError) as e:
-            raise _open_error(self.path, e) from e
+            except OSError as e:
+                raise _open_error(self.path, e) from e
+        self.con = _connect_waiting(self.path, read_only, store_wait_s() if wait_s is None else wait_s, on_wait)
         self.read_only = read_only
         self._txn: _Transaction | None = None
         self.migrated_from: int | None = None
         """The schema version this open migrated the store from (None: it was current or new)."""
+        self.journaled = 0
+        """Rows of the journal this open absorbed (writable) or shows (read-only)."""
         try:
             version = self._check_version()
             if not read_only:
@@ -162,12 +211,27 @@ class Store:
                 self._run(DDL)
                 self._run("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [SCHEMA_VERSION])
                 self._run("COMMIT")
-        except StoreError:
+            self.journaled = self._take_journal(read_only)
+        except Exception as e:
+            import duckdb
+
             self.con.close()
+            if isinstance(e, duckdb.Error):
+                raise _open_error(self.path, e) from e
             raise
-        except duckdb.Error as e:
-            self.con.close()
-            raise _open_error(self.path, e) from e
+
+    def _take_journal(self, read_only: bool) -> int:
+        """What the servers committed to the journal beside the store (`store/journal.py`): absorbed by a
+        writable open, shown through temporary views by a read-only one. Returns the rows it took."""
+        import sqlite3
+
+        from legival_core.store.journal import absorb, journal_path, overlay
+
+        try:
+            return overlay(self.con, self.path) if read_only else absorb(self.con, self.path)
+        except sqlite3.Error as e:
+            raise StoreUnreadable(f"{journal_path(self.path)}: the store's journal cannot be read ({e}); the "
+                                  "store itself is unchanged") from e
 
     def _check_version(self) -> int | None:
         """The stored schema version (None: a new store), or the refusal of a version this open cannot use."""
@@ -200,6 +264,7 @@ class Store:
 
     def close(self) -> None:
         self.con.close()
+
 
     def __enter__(self) -> Store:
         return self

@@ -15,7 +15,7 @@ Why these choices:
   gold, the later steps, the teacher or an id. `item_key` is HMAC(study key, item id): it says nothing
   of the item (an attention check's id starts with `A`), and only the key file maps it back. Tasks are
   listed in key order, which is no order of the design.
-- **The import is all or nothing** (`store.study.import_answers`, one transaction) and idempotent; an
+- **The import is all or nothing** (`store.study_import.import_answers`, one transaction) and idempotent; an
   export is read whole only under `MAX_IMPORT_BYTES` (Label Studio writes one JSON array, and a study's
   export is megabytes), its tasks decoded one by one so an error names the task's line.
 """
@@ -23,12 +23,10 @@ Why these choices:
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import hmac
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -36,10 +34,12 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from legival_core import untrusted_json
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import study as reads
+from legival_core.store import study_import
 from legival_core.store.db import Store
-from legival_core.study.pages import MAX_ANSWER_CHARS
+from legival_core.study.answers import AnswerRefused, checked_answer, kind_of
 from legival_core.transfer.rollout_plan import prefix_for
 from legival_core.types import Span, Steps
 
@@ -137,20 +137,27 @@ def export_tasks(store: Store, name: str, key: bytes, segmenter: str = SEGMENTER
     return Export(tasks, label_config(), plan)
 
 
+WRITER = "legival study export"
+"""Who wrote an export folder, in its manifest (`legival_core.outputs`): `--force` replaces only such a folder."""
+
+
 def write_export(export: Export, study: str, out: Path, force: bool = False) -> list[Path]:
-    """Write the files into `out` atomically (a temporary folder beside it, renamed): `out` is either
-    untouched or complete. An existing non-empty `out` is refused (`FileExistsError`) unless `force`."""
+    """Write the files into `out` whole or not at all (`legival_core.outputs.replaced_whole`: a new folder
+    beside it, swapped into place). A non-empty `out` is refused (`FileExistsError`) unless `force`, and
+    even then it is replaced only when an earlier export wrote every file in it (its manifest lists
+    them): a store, a key folder, an input or a note in `out` is refused by name, never deleted."""
     import polars as pl
 
+    from legival_core.outputs import MANIFEST, foreign_entries, replaced_whole, write_manifest
     from legival_core.safe_csv import write_csv
 
     if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} is a file, not a folder")
+        raise FileExistsError(errno.ENOTDIR, "is a file, not a folder", str(out))
     if out.is_dir() and any(out.iterdir()) and not force:
-        raise FileExistsError(f"{out} is not empty (--force replaces it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+        earlier = not foreign_entries(out, WRITER)
+        raise FileExistsError(errno.EEXIST, "is not empty" + (" (an earlier export: --force replaces it)" if earlier
+                                                               else " (choose a new or empty folder)"), str(out))
+    with replaced_whole(out, WRITER) as tmp:
         (tmp / "config.xml").write_text(export.config_xml, encoding="utf-8")
         (tmp / "tasks.json").write_text(json.dumps(export.tasks, ensure_ascii=False, indent=1), encoding="utf-8")
         write_csv(pl.DataFrame(export.assignments, schema={"code": pl.Utf8, "position": pl.Int64, "item_key": pl.Utf8}),
@@ -163,17 +170,8 @@ def write_export(export: Export, study: str, out: Path, force: bool = False) -> 
             (tmp / "participants" / f"{code}.json").write_text(
                 json.dumps([by_key[r["item_key"]] for r in mine], ensure_ascii=False, indent=1), encoding="utf-8")
         tmp.chmod(0o755)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / "x")
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return sorted(p for p in out.rglob("*") if p.is_file())
+        write_manifest(tmp, [p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()], WRITER)
+    return sorted(p for p in out.rglob("*") if p.is_file() and p.name != MANIFEST)
 
 
 # --- the import ---------------------------------------------------------------------------------------
@@ -192,7 +190,6 @@ def _tasks(path: Path, max_bytes: int) -> Iterator[tuple[int, int, Any]]:
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise LabelStudioError(f"{path}: line {line}: not UTF-8 text (byte {e.start})") from e
-    decoder = json.JSONDecoder()
     seen_line, seen_pos = 1, 0
 
     def line_at(pos: int) -> int:
@@ -217,9 +214,14 @@ def _tasks(path: Path, max_bytes: int) -> Iterator[tuple[int, int, Any]]:
         return
     while True:
         try:
-            task, end = decoder.raw_decode(text, pos)
-        except json.JSONDecodeError as e:
-            raise bad(e.pos, f"task {index}: bad JSON ({e.msg}, column {e.colno})") from e
+            task, end = untrusted_json.decode_at(text, pos)
+        except untrusted_json.MalformedJson as e:
+            raise bad(e.pos, f"task {index}: bad JSON ({e.msg.removeprefix('malformed JSON: ')})") from None
+        except untrusted_json.JsonRefused as e:  # JSON past a limit: depth, a number, a lone surrogate, a key twice
+            tid = e.document.get("id") if isinstance(e.document, dict) else None
+            shown = f", id {tid}" if isinstance(tid, int) and not isinstance(tid, bool) else ""
+            raise LabelStudioError(f"{path}: task {index} (line {line_at(pos)}{shown}): {e.field or '<task>'}: "
+                                   f"{e.msg}") from None
         yield index, line_at(pos), task
         pos, index = skip(end), index + 1
         if text.startswith("]", pos):
@@ -231,22 +233,32 @@ def _tasks(path: Path, max_bytes: int) -> Iterator[tuple[int, int, Any]]:
         pos = skip(pos + 1)
 
 
-def _identities(completed_by: Any) -> list[str]:
+def _typed(value: Any, kind: type | tuple[type, ...], where: str, expected: str) -> Any:
+    """`value` when it is of `kind` (a bool is no number), else an error naming the field and what it got:
+    Label Studio writes every field with one type, and a value of another is a damaged or edited file,
+    never read loosely ("false" is not false)."""
+    if isinstance(value, kind) and not (isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple)
+                                                                                  else (kind,))):
+        return value
+    got = repr(value)[:40] if isinstance(value, str | int | float) else kind_of(value)
+    raise LabelStudioError(f"{where}: expected {expected}, got {got}")
+
+
+def _identities(completed_by: Any, where: str) -> list[str]:
     """The names an annotator may be known by: an e-mail, its part before the @, a user id. Label Studio
     writes `completed_by` as the user id (the quick JSON export) or as {id, email, ...} (a snapshot)."""
-    if isinstance(completed_by, bool):
-        return []
-    if isinstance(completed_by, int):
-        return [str(completed_by)]
-    if isinstance(completed_by, dict):
-        out = []
-        email = completed_by.get("email")
-        if isinstance(email, str) and email:
-            out += [email, email.split("@", 1)[0]]
-        if isinstance(completed_by.get("id"), int) and not isinstance(completed_by.get("id"), bool):
-            out.append(str(completed_by["id"]))
-        return out
-    return []
+    who = _typed(completed_by, (int, dict), where, "a user (an id or {id, email})")
+    if isinstance(who, int):
+        return [str(who)]
+    out = []
+    if who.get("email") is not None:
+        email = _typed(who["email"], str, f"{where}.email", "an e-mail (text)")
+        out += [email, email.split("@", 1)[0]] if email else []
+    if who.get("id") is not None:
+        out.append(str(_typed(who["id"], int, f"{where}.id", "a user id (a whole number)")))
+    if not out:
+        raise LabelStudioError(f"{where}: a user without an id or e-mail")
+    return out
 
 
 def _when(value: Any, where: str) -> datetime | None:
@@ -254,14 +266,15 @@ def _when(value: Any, where: str) -> datetime | None:
     can leave datetime's range)."""
     if value is None:
         return None
+    _typed(value, str, where, "an ISO 8601 time (text)")
     try:
-        at = datetime.fromisoformat(str(value))
+        at = datetime.fromisoformat(value)
         at = at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo is not None else at
     except (ValueError, OverflowError) as e:
-        raise LabelStudioError(f"{where}: not an ISO 8601 time: {str(value)[:40]!r}") from e
+        raise LabelStudioError(f"{where}: not an ISO 8601 time: {value[:40]!r}") from e
     low, high = TIME_RANGE
     if not low <= at < high:
-        raise LabelStudioError(f"{where}: {str(value)[:40]!r} is not a time from {low.year} to {high.year - 1} (UTC)")
+        raise LabelStudioError(f"{where}: {value[:40]!r} is not a time from {low.year} to {high.year - 1} (UTC)")
     return at
 
 
@@ -276,35 +289,40 @@ def _lead_seconds(value: Any, where: str) -> float | None:
 
 
 def _answer_and_rating(result: Any, where: str) -> tuple[str, int | None]:
-    if not isinstance(result, list):
-        raise LabelStudioError(f"{where}.result: not a list")
-    answer: str | None = None
-    rating: int | None = None
+    """The answer text and rating of an annotation's results, checked as the study server checks a form
+    (`study.answers.checked_answer`: one validation whichever door an answer comes through)."""
+    _typed(result, list, f"{where}.result", "a list of results")
+    text: str | None = None
+    rating: Any = None
+    fields: dict[str, str] = {}  # answer/rating -> where it was read
     for j, r in enumerate(result):
-        if not isinstance(r, dict) or not isinstance(r.get("value"), dict):
-            raise LabelStudioError(f"{where}.result[{j}]: not a result (an object with a value)")
-        if r.get("from_name") == ANSWER:
-            text = r["value"].get("text")
-            if not isinstance(text, list) or not all(isinstance(x, str) for x in text):
-                raise LabelStudioError(f"{where}.result[{j}].value.text: not a list of texts")
-            answer = "\n".join(text)
-        elif r.get("from_name") == RATING:
-            got = r["value"].get("rating")
-            if isinstance(got, bool) or not isinstance(got, int | float) or got not in (1, 2, 3, 4, 5):
-                raise LabelStudioError(f"{where}.result[{j}].value.rating: {got!r} is not a whole number from 1 to 5")
-            rating = int(got)
-    if answer is None or not answer.strip():
+        at = f"{where}.result[{j}]"
+        _typed(r, dict, at, "a result (an object with a value)")
+        name = _typed(r.get("from_name"), str, f"{at}.from_name", "a control name (text)")
+        if name not in (ANSWER, RATING):
+            continue
+        if name in fields:
+            raise LabelStudioError(f"{at}: a second {name!r} result (which one is meant?)")
+        value = _typed(r.get("value"), dict, f"{at}.value", "an object")
+        if name == ANSWER:
+            fields[name] = f"{at}.value.text"
+            lines = _typed(value.get("text"), list, fields[name], "a list of texts")
+            text = "\n".join(_typed(x, str, f"{fields[name]}[{i}]", "text") for i, x in enumerate(lines))
+        else:
+            fields[name] = f"{at}.value.rating"
+            rating = value.get("rating")
+    if text is None:
         raise LabelStudioError(f"{where}.result: no {ANSWER!r} text (the labeling config's TextArea must be named "
                                f"{ANSWER!r}: use the exported config.xml)")
-    if len(answer) > MAX_ANSWER_CHARS:
-        raise LabelStudioError(f"{where}: the answer has {len(answer):,} characters, over the study's "
-                               f"{MAX_ANSWER_CHARS:,}")
-    return answer, rating
+    try:
+        return checked_answer(text, rating)
+    except AnswerRefused as e:
+        raise LabelStudioError(f"{fields[e.field]}: {e.what}") from None
 
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    answers: list[reads.ImportedAnswer]
+    answers: list[study_import.ImportedAnswer]
     tasks: int
     annotations: int
     cancelled: int
@@ -314,36 +332,37 @@ def read_export(path: Path, study: str, key: bytes, item_ids: list[str], codes: 
                 annotators: dict[str, str] | None = None, max_bytes: int = MAX_IMPORT_BYTES) -> Read:
     """Every submitted annotation of the export as an answer (cancelled/skipped ones counted, not
     read). An annotator is a participant through `annotators` (its e-mail or id -> code) when given,
-    else when its e-mail, the e-mail's part before the @, or its id is a code."""
+    else when its e-mail, the e-mail's part before the @, or its id is a code. Every field is read with
+    the type Label Studio writes it with (`_typed`)."""
     by_key = {item_key(key, study, i): i for i in item_ids}
-    out: list[reads.ImportedAnswer] = []
+    out: list[study_import.ImportedAnswer] = []
     n_tasks = n_ann = cancelled = 0
     for index, line, task in _tasks(path, max_bytes):
         n_tasks += 1
         tid = task.get("id") if isinstance(task, dict) else None
-        here = f"{path}: task {index} (line {line}" + (f", id {tid})" if tid is not None else ")")
+        here = f"{path}: task {index} (line {line}" + (f", id {tid})" if _is_int(tid) else ")")
         if not isinstance(task, dict) or not isinstance(task.get("data"), dict):
             raise LabelStudioError(f"{here}: data: missing (not a Label Studio task)")
+        if tid is not None:
+            _typed(tid, int, f"{here}: id", "a task id (a whole number)")
         k = task["data"].get("item_key")
         if not isinstance(k, str):
             raise LabelStudioError(f"{here}: data.item_key: missing (a task not from `legival study export`)")
         if k not in by_key:
             raise LabelStudioError(f"{here}: data.item_key: {k[:40]!r} is not an item of study {study} "
                                    "(exported from another study, or its key file was replaced)")
-        anns = task.get("annotations", [])
-        if not isinstance(anns, list):
-            raise LabelStudioError(f"{here}: annotations: not a list")
+        anns = _typed(task.get("annotations", []), list, f"{here}: annotations", "a list")
         for j, a in enumerate(anns):
             where = f"{here}: annotations[{j}]"
-            if not isinstance(a, dict):
-                raise LabelStudioError(f"{where}: not an object")
+            _typed(a, dict, where, "an annotation (an object)")
             n_ann += 1
-            if a.get("was_cancelled"):
+            aid = a.get("id")
+            if aid is not None:
+                _typed(aid, int, f"{where}.id", "an annotation id (a whole number)")
+            if _typed(a.get("was_cancelled", False), bool, f"{where}.was_cancelled", "true or false"):
                 cancelled += 1
                 continue
-            names = _identities(a.get("completed_by"))
-            if not names:
-                raise LabelStudioError(f"{where}.completed_by: missing or not a user (an id or {{id, email}})")
+            names = _identities(a.get("completed_by"), f"{where}.completed_by")
             code = next((annotators[n] for n in names if n in annotators), None) if annotators is not None else \
                 next((n for n in names if n in codes), None)
             if code is None:
@@ -355,9 +374,13 @@ def read_export(path: Path, study: str, key: bytes, item_ids: list[str], codes: 
             submitted = _when(a.get("created_at"), f"{where}.created_at")
             seconds = _lead_seconds(a.get("lead_time"), f"{where}.lead_time")
             started = submitted - timedelta(seconds=seconds) if submitted is not None and seconds is not None else None
-            out.append(reads.ImportedAnswer(code, by_key[k], answer, rating, started, submitted, seconds,
-                                            f"{where} (annotation id {a.get('id')})"))
+            out.append(study_import.ImportedAnswer(code, by_key[k], answer, rating, started, submitted, seconds,
+                                            f"{where} (annotation id {aid})"))
     return Read(out, n_tasks, n_ann, cancelled)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_annotators(path: Path, codes: set[str]) -> dict[str, str]:
@@ -386,11 +409,11 @@ def read_annotators(path: Path, codes: set[str]) -> dict[str, str]:
 def import_export(store: Store, study: str, key: bytes, path: Path, annotators_csv: Path | None = None,
                   any_item: bool = False, max_bytes: int = MAX_IMPORT_BYTES) -> dict[str, Any]:
     """Read the export and store its answers all or nothing (`LabelStudioError` for the file,
-    `store.study.ImportRefused` for a conflict); returns the counts for the summary."""
+    `store.study_import.ImportRefused` for a conflict); returns the counts for the summary."""
     codes = {p.code for p in reads.participants(store, study) if not p.admin}
     annotators = read_annotators(annotators_csv, codes) if annotators_csv is not None else None
     got = read_export(path, study, key, list(reads.item_kinds(store, study)), codes, annotators, max_bytes)
-    counts = reads.import_answers(store, study, got.answers, any_item)
+    counts = study_import.import_answers(store, study, got.answers, any_item)
     return {"tasks": got.tasks, "annotations": got.annotations, "cancelled": got.cancelled,
             "stored": counts.stored, "already_stored": counts.already,
             "outside_assignment": counts.outside_assignment,

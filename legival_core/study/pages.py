@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from html import escape
 
-MAX_ANSWER_CHARS = 2000
-"""A typed answer longer than this is refused (413) with a page saying so."""
+from legival_core.study.answers import MAX_ANSWER_CHARS  # one validation of an answer (study.answers)
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#111}

@@ -11,13 +11,15 @@ requests, no access log). Routes:
   `GET /admin/{token}/export.csv`: the answers.
 
 Why these choices:
-- **Durability**: `record_answer` commits in its own transaction before the answer's POST is answered
-  (303 to `GET /p/{token}`): a participant never sees the next item of an answer that is not on disk,
-  so a `kill -9` loses nothing that was acknowledged.
-- **One store, one lock**: the DuckDB connection is not thread-safe and Starlette runs blocking work on
-  a thread pool, so every store access holds `store_lock`. A request does a few point reads and at most
-  one small write (milliseconds): 30 participants at once do not queue noticeably
-  (tests/cli/test_study_serve.py measures it).
+- **Durability, and the store left free**: the study is read from the store once, at start
+  (`served.ServedStudy.load`); each answer is committed to the store's journal (`store/journal.py`,
+  on disk when it returns) before its POST is answered (303 to `GET /p/{token}`): a participant never
+  sees the next item of an answer that is not on disk, so a `kill -9` loses nothing that was
+  acknowledged, and the store stays free for `report`, `serve`, `study grade` and runs meanwhile.
+- **One lock**: Starlette runs blocking work on a thread pool; the served study's state is guarded by
+  its own lock. A request does a few dictionary reads and at most one small journal commit
+  (milliseconds): 30 participants at once do not queue noticeably (tests/cli/test_study_serve.py
+  measures it).
 - **CSRF**: every form carries HMAC(study key, "csrf", study, code), compared in constant time, on top of
   the guard's Origin check: a page elsewhere cannot post for a participant, nor one participant with
   another's form. Missing or wrong: 403, nothing stored.
@@ -34,7 +36,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import re
 import sys
 import threading
 import time
@@ -45,13 +46,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from legival_core.safe_csv import neutralised
-from legival_core.segment import SEGMENTER_VERSION
-from legival_core.store import study as reads
-from legival_core.store.db import Store
+from legival_core.store.study import Participant
 from legival_core.study import pages
+from legival_core.study.answers import AnswerRefused, checked_answer, rating_of_form
+from legival_core.study.served import ServedStudy
 from legival_core.study.tokens import token_sha256
-from legival_core.transfer.rollout_plan import prefix_for
-from legival_core.types import Span, Steps
 from legival_core.web.guard import AllowedHosts, HostGuard, Refused
 from legival_core.web.server import HEAD_TIMEOUT_S, LocalServer, bind
 
@@ -68,14 +67,6 @@ PAGE_HEADERS = {"content-security-policy": CSP}
 `no-referrer` a browser sends `Origin: null` with a form POST, which the guard's Origin check refuses."""
 
 MAX_FORM_FIELDS = 16
-
-CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-"""C0 control characters (and DEL) but tab, newline and carriage return: never typed, and a NUL cuts
-an answer in C tools and some CSV readers; an answer holding one is refused (400)."""
-
-
-class UnknownStudy(ValueError):
-    """No study of that name in the store."""
 
 
 @dataclass
@@ -116,13 +107,13 @@ def verify_shown_at(key: bytes, study: str, code: str, position: int, value: str
     return int(at) if hmac.compare_digest(sig.encode("ascii", "replace"), want.encode("ascii")) else None
 
 
-def make_study_server(store: Store, name: str, key: bytes, *, host: str = "127.0.0.1", port: int = 0,
+def make_study_server(served: ServedStudy, key: bytes, *, host: str = "127.0.0.1", port: int = 0,
                       allow_hosts: Iterable[str] = (), on_refused: Refused | None = None,
                       stats: ServerStats | None = None, head_timeout_s: float = HEAD_TIMEOUT_S) -> LocalServer:
-    """The study `name` of `store` on (host, port), not yet started (`UnknownStudy`, `BadHostName`
-    before the port is bound; `PortInUse` at once)."""
+    """The study `served` on (host, port), not yet started (`BadHostName` before the port is bound;
+    `PortInUse` at once)."""
     allowed = AllowedHosts.for_server(host, allow_hosts)
-    app = study_app(store, name, key, stats=stats)
+    app = study_app(served, key, stats=stats)
     sock = bind(host, port)
     try:
         return LocalServer(HostGuard(app, allowed, on_refused=on_refused), sock, head_timeout_s=head_timeout_s)
@@ -131,25 +122,17 @@ def make_study_server(store: Store, name: str, key: bytes, *, host: str = "127.0
         raise
 
 
-def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None = None,
-              clock: Callable[[], float] = time.time, segmenter: str = SEGMENTER_VERSION) -> Any:
-    """The Starlette app of the module docstring over a writable `store`."""
+def study_app(served: ServedStudy, key: bytes, *, stats: ServerStats | None = None,
+              clock: Callable[[], float] = time.time) -> Any:
+    """The Starlette app of the module docstring over `served` (read from the store at start; answers
+    and events committed to the store's journal)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.responses import HTMLResponse, RedirectResponse, Response
     from starlette.routing import Route
 
-    row = reads.study_row(store, name)
-    if row is None:
-        raise UnknownStudy(name)
-    profile = row["config"].get("profile", "spec")
-    consent_text = row["consent_text"]
-    plan = reads.assignments(store, name)
-    totals: dict[str, int] = {}
-    for code in plan["code"].to_list():
-        totals[code] = totals.get(code, 0) + 1
-    store_lock = threading.Lock()
-    texts: dict[str, tuple[str, str]] = {}
+    name = served.name
+    consent_text = served.consent_text
     counted = stats if stats is not None else ServerStats()
 
     def html(body: str, status: int = 200) -> Response:
@@ -162,20 +145,9 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
     def not_found() -> Response:
         return refuse(404, "Not found", "This link is not valid. Check that you opened the whole link you were given.")
 
-    def who(token: str, admin: bool) -> reads.Participant | None:
-        with store_lock:
-            p = reads.participant_by_token_hash(store, token_sha256(token))
+    def who(token: str, admin: bool) -> Participant | None:
+        p = served.participant(token_sha256(token))
         return p if p is not None and p.study == name and p.admin == admin else None
-
-    def question_and_prefix(item_id: str) -> tuple[str, str]:
-        """Cut once per item and kept (trace text never changes); the later steps stay here."""
-        if item_id not in texts:
-            t = reads.item_text(store, name, item_id, segmenter)
-            if t is None or len(t.spans) != t.m:
-                raise LookupError(f"item {item_id}: its trace or steps are missing from the store")
-            steps = Steps(t.reasoning, tuple(Span(a, b) for a, b in t.spans))
-            texts[item_id] = (t.question, prefix_for(steps, t.k, profile))
-        return texts[item_id]
 
     def guarded(endpoint: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         """A failure answers 500 with a page that says nothing of the request; one line on stderr names
@@ -209,25 +181,24 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
                           "link again and answer from there.")
         return {k: v[0] for k, v in raw.items()}
 
-    def csrf_ok(form: dict[str, str], p: reads.Participant) -> bool:
+    def csrf_ok(form: dict[str, str], p: Participant) -> bool:
         return hmac.compare_digest(form.get("csrf", "").encode("utf-8"), csrf_token(key, name, p.code).encode())
 
     def bad_csrf() -> Response:
         return refuse(403, "Form refused", "This form is not valid for this link (its security token is missing or "
                       "wrong), so nothing was stored. Open your own link again and answer from there.")
 
-    def participant_page(p: reads.Participant, token: str, head: bool = False) -> Response:
-        with store_lock:
-            if not reads.has_event(store, name, p.code, "consent"):
-                return html(pages.consent(consent_text, f"/p/{token}/consent", csrf_token(key, name, p.code)))
-            current = reads.next_item(store, name, p.code)
-            if current is None:
-                return html(pages.done(totals.get(p.code, 0)))
-            question, prefix = question_and_prefix(current.item_id)
-            now = clock()
-            # the first display of an item, once: a reload, a prefetch or a HEAD adds no row
-            if not head and not reads.has_event(store, name, p.code, "open", current.item_id):
-                reads.add_event(store, name, p.code, "open", current.item_id, _at(now))
+    def participant_page(p: Participant, token: str, head: bool = False) -> Response:
+        if not served.has_event(p.code, "consent"):
+            return html(pages.consent(consent_text, f"/p/{token}/consent", csrf_token(key, name, p.code)))
+        current = served.next_item(p.code)
+        if current is None:
+            return html(pages.done(served.total(p.code)))
+        question, prefix = served.question_and_prefix(current.item_id)
+        now = clock()
+        # the first display of an item, once: a reload, a prefetch or a HEAD adds no row
+        if not head:
+            served.add_event(p.code, "open", current.item_id, _at(now))
         shown = sign_shown_at(key, name, p.code, current.position, int(now * 1000))
         return html(pages.item(current.position, current.total, question, prefix, f"/p/{token}/answer",
                                csrf_token(key, name, p.code), shown))
@@ -249,11 +220,7 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         if not csrf_ok(form, p):
             return bad_csrf()
 
-        def record() -> None:
-            with store_lock:
-                if not reads.has_event(store, name, p.code, "consent"):
-                    reads.add_event(store, name, p.code, "consent", at=_at(clock()))
-        await run_in_threadpool(record)
+        await run_in_threadpool(served.add_event, p.code, "consent", None, _at(clock()))
         return RedirectResponse(f"/p/{token}", status_code=303)
 
     async def answer(request: Request) -> Response:
@@ -267,38 +234,22 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         if not csrf_ok(form, p):
             return bad_csrf()
         back = f"/p/{token}"
-        text, position, rating_text = form.get("answer"), form.get("position", ""), form.get("rating", "")
-        if text is None or not text.strip():
-            return refuse(400, "No answer", "Type an answer before submitting; nothing was stored.", back)
-        if len(text) > pages.MAX_ANSWER_CHARS:
-            return refuse(413, "Answer too long", f"An answer may hold at most {pages.MAX_ANSWER_CHARS:,} characters "
-                          f"(this one has {len(text):,}); nothing was stored. Shorten it and submit again.", back)
-        if CONTROL.search(text):
-            return refuse(400, "Answer refused", "The answer holds a control character (such as NUL) that no "
-                          "keyboard types; nothing was stored. Type the answer again and submit it.", back)
-        if rating_text not in ("", "1", "2", "3", "4", "5"):
-            return refuse(400, "Rating refused", "A rating is a whole number from 1 to 5, or none; nothing was "
-                          "stored.", back)
+        position = form.get("position", "")
+        try:  # the one validation of an answer, a Label Studio import's too (study.answers)
+            text, rating = checked_answer(form.get("answer", ""), rating_of_form(form.get("rating", "")))
+        except AnswerRefused as e:
+            return refuse(e.status, e.title, f"{e.what[:1].upper()}{e.what[1:]}; nothing was stored. Correct it and "
+                          "submit again.", back)
         shown_ms = (verify_shown_at(key, name, p.code, int(position), form.get("shown_at", ""))
                     if position.isascii() and position.isdigit() and len(position) < 6 else None)
         if shown_ms is None:
             return refuse(400, "Form refused", "This form is damaged or not from this server; nothing was stored. "
                           "Open your link again.", back)
-        rating = int(rating_text) if rating_text else None
 
         def store_it() -> str | None:
-            with store_lock:
-                current = reads.next_item(store, name, p.code)
-                if current is None or current.position != int(position):
-                    done = current.position if current is not None else totals.get(p.code, 0)
-                    return "done" if int(position) < done else "ahead"
-                now = clock()
-                try:
-                    reads.record_answer(store, name, p.code, current.item_id, text, rating, _at(shown_ms / 1000),
+            now = clock()
+            return served.record_answer(p.code, int(position), text, rating, _at(shown_ms / 1000),
                                         round(max(0.0, now - shown_ms / 1000), 3), _at(now))
-                except reads.AnswerRefused:
-                    return "done"
-            return None
 
         refused = await run_in_threadpool(store_it)
         if refused == "done":
@@ -311,17 +262,12 @@ def study_app(store: Store, name: str, key: bytes, *, stats: ServerStats | None 
         return RedirectResponse(back, status_code=303)
 
     def admin_page(token: str) -> Response:
-        with store_lock:
-            people = reads.progress(store, name).to_dicts()
-            items = reads.item_progress(store, name).to_dicts()
-            got = reads.answers(store, name).sort("submitted_at", descending=True).to_dicts()
-        return html(pages.admin(name, people, items, got, f"/admin/{token}/export.csv"))
+        got = served.answer_frame().sort("submitted_at", descending=True).to_dicts()
+        return html(pages.admin(name, served.progress(), served.item_progress(), got, f"/admin/{token}/export.csv"))
 
     def export_csv() -> Response:
-        with store_lock:
-            got = reads.answers(store, name)
         # a participant's answer is untrusted text: neutralised as every report CSV is (safe_csv)
-        return Response(neutralised(got).write_csv(), media_type="text/csv; charset=utf-8",
+        return Response(neutralised(served.answer_frame()).write_csv(), media_type="text/csv; charset=utf-8",
                         headers={"content-disposition": f'attachment; filename="{name}-answers.csv"'})
 
     async def admin(request: Request) -> Response:

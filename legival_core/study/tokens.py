@@ -34,9 +34,10 @@ class KeyFileError(ValueError):
 
 
 def key_path(db: str | Path, name: str) -> Path:
-    """`<db>.studies/<name>.key`, beside the store file."""
-    db = Path(db)
-    return db.with_name(db.name + ".studies") / f"{name}.key"
+    """`<db>.studies/<name>.key`, in the store's key folder beside it (`legival_core.outputs.sidecar`)."""
+    from legival_core.outputs import sidecar
+
+    return sidecar(db, "studies") / f"{name}.key"
 
 
 def _check_folder(folder: Path) -> None:

@@ -22,8 +22,13 @@ import lzma
 import os
 import random
 import re
+import signal
+import struct
+import subprocess
+import sys
 import tarfile
 import threading
+import time
 import zipfile
 import zlib
 from collections.abc import Callable
@@ -267,3 +272,127 @@ def test_generate_reads_a_compressed_problems_file_and_names_an_archive(tmp_path
     archive.write_bytes(zipped((FIXTURES / "datasets" / "gsm8k" / "test.jsonl").read_bytes()))
     legival(*args, archive).error(f"{archive}: is a zip archive, which is not read here",
                                   "this command reads JSONL, plain or compressed with gzip or zstd)")
+
+
+# ------------------------------------------------------------------ issue 45: bombs and special files
+
+GIB = 1 << 30
+LIMIT = "over the limit of one record (ingest.max_record_bytes, --max-record-bytes)"
+
+
+def one_long_line(kind: str, size: int = GIB) -> bytes:
+    """A gzip or zstd stream of one JSONL line of `size` bytes (a record whose reasoning is `size` 'a's),
+    made in a fraction of a second: 1 GiB is about 1 MB compressed (one compressed MiB repeated)."""
+    head = json.dumps({**BASE, "problem_id": "0", "reasoning": ""})[:-2].encode()  # ..."reasoning": "
+    mib, whole = b"a" * (1 << 20), size // (1 << 20)
+    tail = b'"}\n'
+    if kind == "zstd":
+        z = zstandard.ZstdCompressor().compressobj()
+        return b"".join([z.compress(head), *(z.compress(mib) for _ in range(whole)), z.compress(tail), z.flush()])
+    crc = zlib.crc32(head)
+    for _ in range(whole):
+        crc = zlib.crc32(mib, crc)
+    crc = zlib.crc32(tail, crc)
+    d = zlib.compressobj(9, zlib.DEFLATED, -15)
+    first = d.compress(head) + d.flush(zlib.Z_FULL_FLUSH)
+    block = d.compress(mib) + d.flush(zlib.Z_FULL_FLUSH)  # after a full flush: the same bytes for every MiB
+    total = len(head) + whole * len(mib) + len(tail)
+    return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + first + block * whole + d.compress(tail) + d.flush()
+            + struct.pack("<II", crc, total & 0xFFFFFFFF))
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_a_compressed_line_that_inflates_to_1_gib_ends_in_seconds(tmp_path: Path, kind: str) -> None:
+    """Issue 45 item 3, our own inputs: a ~1 MB file whose first line inflates to 1 GiB is refused when
+    the line passes the limit (64 MiB held at most, never the GiB), naming the line and the option."""
+    f = tmp_path / f"bomb.jsonl.{'gz' if kind == 'gzip' else 'zst'}"
+    f.write_bytes((zstd(PLAIN) if kind == "zstd" else gzip.compress(PLAIN)) + one_long_line(kind))
+    assert f.stat().st_size < 2_000_000
+    t0 = time.perf_counter()
+    legival("ingest", f, "--db", tmp_path / "s.duckdb", "--skip-bad").error(
+        f"{f}: line {N + 1} holds more than 67,108,864 bytes once decompressed, {LIMIT}", "nothing after it was read",
+        "nothing from this file was stored")
+    assert time.perf_counter() - t0 < 30
+
+
+def test_a_long_line_is_read_up_to_the_limit_the_option_sets(tmp_path: Path) -> None:
+    """The limit is of one line, decompressed or not: a 300 KB record is read by default (and skipped as too
+    large a trace by --max-trace-bytes, as before), refused under --max-record-bytes 200000; a plain file
+    with no line break (a `head -c` of /dev/urandom as text) is the same line."""
+    f = tmp_path / "long.jsonl"
+    f.write_bytes(PLAIN + json.dumps({**BASE, "problem_id": "long", "reasoning": "x" * 300_000}).encode() + b"\n")
+    p = legival("ingest", f, "--db", tmp_path / "a.duckdb", "--max-trace-bytes", "100000")
+    assert (p.returncode, p.summary()["new_traces"], p.summary()["too_large"]) == (0, N, 1), p.stderr
+    legival("ingest", f, "--db", tmp_path / "b.duckdb", "--max-record-bytes", "200000").error(
+        f"{f}: line {N + 1} holds more than 200,000 bytes, {LIMIT}")
+    p = legival("ingest", f, "--db", tmp_path / "c.duckdb", "--max-record-bytes", "400000")
+    assert p.returncode == 0 and p.summary()["new_traces"] == N + 1, p.stderr
+    exact = tmp_path / "exact.jsonl"  # a line of exactly the limit is within it, newline or not
+    exact.write_bytes(PLAIN[:-1])
+    longest = max(len(x) for x in PLAIN.split(b"\n"))
+    p = legival("ingest", exact, "--db", tmp_path / "d.duckdb", "--max-record-bytes", str(longest))
+    assert p.returncode == 0 and p.summary()["new_traces"] == N, p.stderr
+
+
+def test_dev_zero_is_refused_at_once(tmp_path: Path) -> None:
+    """A character device that never ends: told by its first bytes (binary data), never read on."""
+    legival("ingest", "/dev/zero", "--db", tmp_path / "s.duckdb").error("/dev/zero: is binary data, which is not read")
+    legival("ingest", "/dev/zero", "--db", tmp_path / "s.duckdb", "--from", "openai", "--dataset", "gsm8k",
+            "--problems", FIXTURES / "datasets" / "gsm8k" / "test.jsonl").error("/dev/zero: is binary data")
+
+
+def test_a_socket_is_named_as_one(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "traces.jsonl"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        legival("ingest", path, "--db", tmp_path / "s.duckdb").error(f"{path}: is a socket, not a file")
+
+
+def test_a_named_pipe_whose_writer_writes_nothing_is_an_empty_input(tmp_path: Path) -> None:
+    fifo = tmp_path / "traces.jsonl"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: os.close(os.open(fifo, os.O_WRONLY)), daemon=True)
+    writer.start()
+    p = legival("ingest", fifo, "--db", tmp_path / "s.duckdb")
+    writer.join(30)
+    assert p.returncode == 0 and p.summary()["new_traces"] == 0, p.stderr
+    assert f"warning: {fifo}: no records (the file is empty" in p.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_named_pipe_with_no_writer_says_so_and_a_signal_ends_the_wait(tmp_path: Path, signum: int) -> None:
+    """Issue 45 item 7: standard error says the input is a named pipe nothing writes to, and Ctrl-C or
+    SIGTERM ends the wait at once, exit 128 + the signal, one error line (the real entry point: signals)."""
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([sys.executable, "-m", "legival", "ingest", str(fifo), "--db", str(tmp_path / "s.duckdb")],
+                         stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stderr is not None
+        first = p.stderr.readline()  # waits for the notice, however long the start takes
+        assert first == f"{fifo}: a named pipe (FIFO) that nothing has written to yet: waiting for a writer " \
+                        "(Ctrl-C stops)\n", first
+        p.send_signal(signum)
+        rest = p.communicate(timeout=30)[1]
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode == 128 + signum, (p.returncode, rest)
+    errors = [ln for ln in rest.splitlines() if ln.startswith("error: ")]
+    assert "Traceback" not in rest and len(errors) == 1 and errors[0].startswith("error: interrupted"), rest
+
+
+@pytest.mark.parametrize("select", [None, "t1"])
+def test_a_spec_teacher_reads_under_its_ingest_sections_limit(tmp_path: Path, select: str | None) -> None:
+    """`ingest: {max_record_bytes: N}` holds a spec teacher's lines to N, its `select:` copy included."""
+    from legival_core.spec import Ingest
+    from legival_core.stages.ingest import IngestError, ingest_spec_file
+
+    f = tmp_path / "long.jsonl.gz"
+    f.write_bytes(gzip.compress(PLAIN + json.dumps({**BASE, "problem_id": "long", "reasoning": "x" * 300_000}).encode()))
+    with Store(tmp_path / "s.duckdb") as store:
+        with pytest.raises(IngestError, match=f"line {N + 1} holds more than 200,000 bytes once decompressed"):
+            ingest_spec_file(store, f, "t1", select, Ingest(max_record_bytes=200_000))
+        assert ingest_spec_file(store, f, "t1", select, Ingest(max_record_bytes=400_000)).new_traces == N + 1

@@ -100,7 +100,7 @@ def test_a_trace_over_the_size_limit_is_skipped_and_counted(db: Path, tmp_path: 
 def test_duplicate_keys_are_an_error_at_any_depth(db: Path, tmp_path: Path) -> None:
     f = tmp_path / "dup.jsonl"
     f.write_text(json.dumps(BASE) + "\n" + '{"model": "t1", "meta": {"a": 1, "a": 2}}\n', encoding="utf-8")
-    assert "dup.jsonl:2: field '<json>': duplicate key 'a'" in legival("ingest", f, "--db", db).error()
+    assert "dup.jsonl:2: field 'meta': duplicate key 'a'" in legival("ingest", f, "--db", db).error()  # names the object
 
 
 def test_parquet_rows_are_checked_the_same_way(db: Path, tmp_path: Path) -> None:

@@ -123,7 +123,7 @@ def test_a_report_being_written_is_not_cleaned_by_another(held: Held, previous: 
 def test_a_swap_cut_short_gets_the_last_report_back(previous: tuple[Path, dict[str, str]], db: Path) -> None:
     """Killed between the two renames of the swap: no `out`, the old report in its backup. The next
     report puts the backup back before it starts, so a failure of that report still leaves one."""
-    from legival_core.reports.render.outdir import clean_leftovers
+    from legival_core.outputs import clean_leftovers
 
     out, before = previous
     backup = out.parent / f".{out.name}.old-deadbeef"

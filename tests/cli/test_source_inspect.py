@@ -25,6 +25,7 @@ import pytest
 from legival_core.store import Store
 from tests._cli import legival
 from tests._sql import rows
+from tests._zips import padded, write_zip
 from tests.conftest import REPO
 
 GSM8K = REPO / "tests" / "fixtures" / "datasets" / "gsm8k" / "test.jsonl"
@@ -321,7 +322,8 @@ def test_damaged_json_logs(logs: Path, tmp_path: Path) -> None:
     old = tmp_path / "future.json"
     old.write_text(text.replace('"version": 2', '"version": 99', 1), encoding="utf-8")
     legival("ingest", str(old), "--db", str(tmp_path / "f.duckdb")).error(
-        "future.json: not a readable Inspect log (Unable to read version 99 of log format.)")
+        "future.json: not a readable Inspect log (Unable to read version 99 of log format: a newer format than the "
+        "installed Inspect reads (inspect_ai ")
 
 
 @pytest.mark.parametrize("fmt", ["eval", "json"])
@@ -385,3 +387,139 @@ def test_a_missing_inspect_is_one_line_with_the_install(tmp_path: Path, monkeypa
             "pip install 'legival[inspect]'")
     listed = legival("list", "formats")
     assert listed.returncode == 0 and "inspect" in listed.summary()["formats"]
+
+
+# ------------------------------------------------------------------ issue 45: bombs, versions, duplicates
+
+GIB = 1 << 30
+
+
+def _raw_members(log: Path) -> list[tuple[str, int, bytes, int, int]]:
+    """(name, method, compressed bytes, crc, size) of each member of a real .eval log, as Inspect wrote it."""
+    import struct
+    import zipfile
+
+    data = log.read_bytes()
+    out = []
+    for i in zipfile.ZipFile(log).infolist():
+        n, e = struct.unpack("<HH", data[i.header_offset + 26 : i.header_offset + 30])
+        start = i.header_offset + 30 + n + e
+        out.append((i.filename, i.compress_type, data[start : start + i.compress_size], i.CRC, i.file_size))
+    return out
+
+
+def _member_text(member: tuple[str, int, bytes, int, int]) -> bytes:
+    import zlib
+
+    import zstandard
+
+    _name, method, raw, _crc, _size = member
+    return zstandard.ZstdDecompressor().decompressobj().decompress(raw) if method == 93 else \
+        zlib.decompress(raw, -15) if method == 8 else raw
+
+
+def _bombed(log: Path, out: Path, member: str, spaces: int, method: int = 8, lie: bool = False) -> Path:
+    """A copy of a real .eval log whose `member` holds `spaces` more spaces (valid JSON still), declaring
+    its true size, or (`lie`) its original size and crc."""
+    members = _raw_members(log)
+    i = next(k for k, m in enumerate(members) if m[0] == member)
+    raw, crc, size = padded(_member_text(members[i]), spaces, method)
+    members[i] = (member, method, raw, *(members[i][3:] if lie else (crc, size)))
+    return write_zip(out, members)
+
+
+@pytest.mark.parametrize(("method", "lie"), [(8, False), (93, True), (8, True)],
+                         ids=["declared-1GiB-deflate", "lying-size-zstd", "lying-size-deflate"])
+def test_a_sample_member_that_inflates_to_1_gib_is_a_counted_skip_in_seconds(
+        logs: Path, tmp_path: Path, method: int, lie: bool) -> None:
+    """Issue 45 item 3: a ~1 MB .eval whose sample member inflates to 1 GiB (declared honestly, refused
+    without inflating it; or declared small, counted while inflated and stopped at the limit): that sample
+    is a counted skip with its reason, the log's other samples are read, in seconds."""
+    bomb = _bombed(logs / "mixed.eval", tmp_path / "bomb.eval", "samples/2_epoch_1.json", GIB, method, lie)
+    assert bomb.stat().st_size < 2_000_000
+    db = tmp_path / "s.duckdb"
+    r = legival("ingest", str(bomb), "--db", str(db))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    original = next(m for m in _raw_members(logs / "mixed.eval") if m[0] == "samples/2_epoch_1.json")
+    why = f"inflates to more than 67,108,864 bytes (though it declares {original[4]:,})" if lie else \
+        f"declares {GIB + original[4]:,} bytes once inflated"
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("skipped: ")]
+    assert line == (f"skipped: {bomb} sample 2: field '<sample>': sample id 2: its member samples/2_epoch_1.json "
+                    f"{why}, over the limit of one record (ingest.max_record_bytes, --max-record-bytes) (67,108,864 "
+                    "bytes); not read (a decompression bomb? the log's other samples are read)"), line
+    s = r.summary()
+    assert (s["new_traces"], s["skipped"], s["bad_lines"]) == (4, 1, 0)
+    assert s["wall_s"] < 60, s["wall_s"]  # seconds, not minutes (about 1 s here)
+    assert sorted(_stored(db)) == ["1", "3", "4", "5"]
+
+
+def test_the_limit_is_an_option_and_a_sample_within_it_is_read(logs: Path, tmp_path: Path) -> None:
+    """A sample padded with 300 KB of spaces is read as it is (the same trace as without them); with
+    --max-record-bytes 200000 it is over the limit and skipped."""
+    padded = _bombed(logs / "mixed.eval", tmp_path / "padded.eval", "samples/2_epoch_1.json", 300_000, 93, lie=True)
+    _ingest(logs / "mixed.eval", tmp_path / "ref.duckdb")
+    _ingest(padded, tmp_path / "a.duckdb")
+    assert _stored(tmp_path / "a.duckdb") == _stored(tmp_path / "ref.duckdb")
+    s = _ingest(padded, tmp_path / "b.duckdb", "--max-record-bytes", "200000")
+    assert (s["new_traces"], s["skipped"]) == (4, 1)
+    legival("ingest", str(padded), "--db", str(tmp_path / "c.duckdb"), "--max-record-bytes", "0").error(
+        "--max-record-bytes: Input should be greater than or equal to 1")
+
+
+@pytest.mark.parametrize(("log", "member", "lie"), [
+    ("mixed.eval", "header.json", False),
+    ("mixed.eval", "header.json", True),
+    ("stopped.eval", "summaries.json", True),  # read for a run that did not succeed
+])
+def test_a_bomb_in_the_header_or_summaries_is_one_error_in_seconds(logs: Path, tmp_path: Path, log: str,
+                                                                   member: str, lie: bool) -> None:
+    bomb = _bombed(logs / log, tmp_path / log, member, GIB, 93 if lie else 8, lie)
+    r = legival("ingest", str(bomb), "--db", str(tmp_path / "s.duckdb"))
+    r.error(f"{bomb}: not a readable Inspect log: its member {member} ",
+            "over the limit of one record (ingest.max_record_bytes, --max-record-bytes) (67,108,864 bytes): not read",
+            "nothing from this file was stored")
+
+
+@pytest.mark.parametrize("fmt", ["eval", "json"])
+def test_a_log_of_an_unknown_version_is_refused_whatever_its_format(logs: Path, tmp_path: Path, fmt: str) -> None:
+    """Issue 45 item 6: Inspect refuses version 99 of a .json log and read it from a .eval one; one check
+    for both, with one message."""
+    future = tmp_path / f"future.{fmt}"
+    if fmt == "json":
+        text = (logs / "mixed.json").read_text(encoding="utf-8")
+        future.write_text(text.replace('"version": 2', '"version": 99', 1), encoding="utf-8")
+    else:
+        members = _raw_members(logs / "mixed.eval")
+        i = next(k for k, m in enumerate(members) if m[0] == "header.json")
+        header = json.loads(_member_text(members[i]))
+        assert header["version"] == 2
+        header["version"] = 99
+        import zlib
+
+        text = json.dumps(header).encode()
+        members[i] = ("header.json", 0, text, zlib.crc32(text), len(text))
+        write_zip(future, members)
+    legival("ingest", str(future), "--db", str(tmp_path / "s.duckdb")).error(
+        f"{future}: not a readable Inspect log (Unable to read version 99 of log format: a newer format than the "
+        "installed Inspect reads (inspect_ai ", "upgrade it)")
+
+
+def test_one_sample_twice_in_a_json_log_with_other_output_is_a_conflict(logs: Path, tmp_path: Path) -> None:
+    """Issue 45 item 6: a .json log holding sample 2 (epoch 1) twice, the second time with sample 1's
+    output, gives two traces for one sample: an error naming both; the same sample twice is a counted
+    duplicate."""
+    log = json.loads((logs / "mixed.json").read_text(encoding="utf-8"))
+    two = next(s for s in log["samples"] if s["id"] == 2)
+    one = next(s for s in log["samples"] if s["id"] == 1)
+    twice = tmp_path / "twice.json"
+    twice.write_text(json.dumps({**log, "samples": [*log["samples"], {**two, "messages": one["messages"],
+                                                                       "output": one["output"]}]}), encoding="utf-8")
+    db = tmp_path / "s.duckdb"
+    legival("ingest", str(twice), "--db", str(db)).error(
+        f"{twice} sample 6: field 'sample_id': sample_id 2, epoch 1 is also at sample 2 of this file, with another "
+        "trace (reasoning, answer text differ)")
+    assert not db.exists() or not _stored(db)
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps({**log, "samples": [*log["samples"], two]}), encoding="utf-8")
+    s = _ingest(same, db)
+    assert (s["new_traces"], s["duplicate_records"]) == (5, 1)

@@ -563,3 +563,25 @@ def test_a_repeated_task_gives_one_trace_per_generation(lm_eval_run: dict[str, P
     assert sorted(g[:2] for g in got) == want and r.summary()["new_traces"] == len(set(want))
     assert {g[2] for g in got} == {None}
     assert sorted(json.loads(g[3])["lm_eval_repeat"] for g in got) == sorted([0, 1] * 3)
+
+
+@pytest.mark.slow
+def test_one_doc_given_twice_with_other_output_is_a_conflict_naming_both_lines(
+        lm_eval_run: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 45 item 6: a doc (doc_id, and repeat) of the first filter written twice with different
+    generations is an error naming both lines; the same line twice is a counted duplicate."""
+    f = copy_run(lm_eval_run["gsm8k_local"], tmp_path / "run")
+    lines = samples(f)
+    first = lines[0]["filter"]
+    at = next(i for i, s in enumerate(lines, start=1) if s["filter"] == first and s["doc_id"] == 1)
+    other = next(s for s in lines if s["filter"] == first and s["doc_id"] == 2)
+    original = f.read_text(encoding="utf-8")
+    f.write_text(original + json.dumps({**lines[at - 1], "resps": other["resps"]}) + "\n", encoding="utf-8")
+    db = tmp_path / "s.duckdb"
+    legival("ingest", f, "--db", db).error(
+        f"{f}:{len(lines) + 1}: field 'lm_eval_doc_id': lm_eval_doc_id 1 is also at line {at} of this file, with "
+        "another trace")
+    assert not db.exists()
+    f.write_text(original + json.dumps(lines[at - 1]) + "\n", encoding="utf-8")
+    r = legival("ingest", f, "--db", db)
+    assert (r.returncode, r.summary()["new_traces"], r.summary()["duplicate_records"]) == (0, 3, 1), r.stderr

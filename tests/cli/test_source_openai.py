@@ -369,3 +369,33 @@ def test_auto_tells_a_batch_from_our_own_jsonl(made: Made, tmp_path: Path) -> No
 
     assert choose(made.batch) == choose(made.dir / "completions.jsonl.gz") == "openai"
     assert choose(EXAMPLES / "gsm8k_gpt-oss-120b_200.jsonl") == "legival"  # has a text `response`, no custom_id
+
+
+def test_one_request_answered_twice_in_one_input_is_a_conflict_naming_both_lines(made: Made, tmp_path: Path) -> None:
+    """Issue 45 item 6: the same custom_id twice with different answers is one request given two traces
+    (an error naming both lines, as a problem redefined is; `--skip-bad` keeps the first); the same line
+    twice is a counted duplicate."""
+    first, other = (json.loads(x) for x in made.batch.read_text().splitlines()[:2])
+    again = json.loads(json.dumps(first))
+    again["response"]["body"]["choices"] = other["response"]["body"]["choices"]  # another (real) answer
+    conflict = _jsonl(tmp_path / "twice.jsonl", [first, other, again])
+    db = tmp_path / "s.duckdb"
+    cid = first["custom_id"]
+    _ingest(db, conflict, "--requests", made.requests, made=made).error(
+        f"{conflict}:3: field 'custom_id': custom_id {cid!r} is also at line 1 of this file, with another trace "
+        "(reasoning, answer text differ)", "nothing from this file was stored")
+    assert not db.exists() or not _stored(db)
+    r = _ingest(db, conflict, "--requests", made.requests, "--skip-bad", made=made)
+    assert (r.returncode, r.summary()["new_traces"], r.summary()["bad_lines"]) == (0, 2, 1), r.stderr
+    assert {t[6] for t in _stored(db)} == {made.traces[0]["reasoning"], made.traces[1]["reasoning"]}
+    same = _ingest(tmp_path / "d.duckdb", _jsonl(tmp_path / "same.jsonl", [first, other, first]), "--requests",
+                   made.requests, made=made)
+    assert (same.returncode, same.summary()["new_traces"], same.summary()["duplicate_records"]) == (0, 2, 1), same.stderr
+    # two choices of one request: the choice is part of the unit (choice 1 answered twice differently)
+    two = json.loads(json.dumps(first))
+    two["response"]["body"]["choices"].append(other["response"]["body"]["choices"][0] | {"index": 1})
+    three = json.loads(json.dumps(two))
+    three["response"]["body"]["choices"][1] = first["response"]["body"]["choices"][0] | {"index": 1}
+    n2 = _jsonl(tmp_path / "n2.jsonl", [two, three])
+    _ingest(tmp_path / "n2.duckdb", n2, made=made).error(
+        f"{n2}:2: field 'custom_id': custom_id {cid!r}, choice 1 is also at line 1 of this file, with another trace")

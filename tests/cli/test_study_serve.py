@@ -97,6 +97,9 @@ class Shared:
     half: threading.Event = field(default_factory=threading.Event)
     acked: int = 0
     kill_after: int = 0
+    pause_after: int | None = None
+    """After this many acknowledged answers, participants wait for `resume` (a report that ran meanwhile)."""
+    resume: threading.Event | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     latencies: list[float] = field(default_factory=list)
 
@@ -105,6 +108,12 @@ class Shared:
             self.acked += 1
             if self.acked >= self.kill_after:
                 self.half.set()
+
+    def wait_if_paused(self) -> None:
+        with self.lock:
+            paused = self.pause_after is not None and self.acked >= self.pause_after
+        if paused and self.resume is not None:
+            assert self.resume.wait(600), "the pause was never lifted"
 
 
 def request(shared: Shared, method: str, path: str, body: str | None = None) -> tuple[int, str]:
@@ -127,8 +136,13 @@ def hidden(page: str, name: str) -> str:
     return re.search(rf'name="{name}" value="([^"]*)"', page).group(1)  # type: ignore[union-attr]
 
 
+ANSWER_GOLD: dict[tuple[str, int], str] = {}
+"""(code, position) -> the gold of an attention check (filled by the test from its study): a participant
+who passes them is not excluded, so the report counts every answer."""
+
+
 def answer_of(code: str, position: int) -> str:
-    return f"{code} answers {position} <b>&amp;</b>"
+    return ANSWER_GOLD.get((code, position), f"{code} answers {position} <b>&amp;</b>")
 
 
 @dataclass
@@ -159,6 +173,7 @@ def participant(shared: Shared, code: str, path: str, total: int) -> Result:
                 continue
             if 'id="done"' in page:
                 return Result(code, acked, seen_after_restart)
+            shared.wait_if_paused()
             position = int(hidden(page, "position"))
             # resumed, never set back: every acknowledged answer is behind the item shown now
             assert position > max(acked, default=-1), (code, position, acked)
@@ -174,34 +189,72 @@ def participant(shared: Shared, code: str, path: str, total: int) -> Result:
     raise AssertionError(f"{code} did not finish within its bound")
 
 
-def test_thirty_participants_at_once_a_kill_9_and_a_restart_lose_nothing(served: Served) -> None:
+@dataclass
+class ReportLoop:
+    """`legival report` run again and again on the served store (a real process each time) until told
+    to stop: each must succeed, none refused for a lock (docs/study.md "The store while a study runs")."""
+
+    db: Path
+    out: Path
+    stop: threading.Event = field(default_factory=threading.Event)
+    ran: threading.Event = field(default_factory=threading.Event)
+    runs: list[tuple[int, str]] = field(default_factory=list)
+
+    def run(self) -> None:
+        env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        while not self.stop.is_set():
+            p = subprocess.run([sys.executable, "-m", "legival", "report", "--db", str(self.db), "--out", str(self.out),
+                                "--resamples", "0"], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+            self.runs.append((p.returncode, p.stderr[-2000:]))
+            self.ran.set()
+
+
+def test_thirty_participants_a_report_loop_a_kill_9_and_a_restart_lose_nothing(served: Served, tmp_path: Path) -> None:
+    """Issue 46's acceptance: 30 participants answer while `legival report` runs in a loop on the same
+    store; the server is killed with kill -9 half-way and started again; then `legival study grade`.
+    Every acknowledged answer is stored exactly once and counted once in the report; no command was
+    refused for a lock (the server never holds the store: it commits to the journal)."""
     codes = served.codes()
     totals = {c: sum(1 for r in served.plan if r["code"] == c) for c in codes}
+    ANSWER_GOLD.update({(str(r["code"]), int(r["position"])): served.gold[str(r["trace_id"])]  # type: ignore[call-overload]
+                        for r in served.plan if r["kind"] == "attention"})
     first = start(served.db)
     paths = {c: first.links[c].split(f":{first.port}", 1)[1] for c in codes}
-    shared = Shared(first.port, kill_after=sum(totals.values()) // 2)
+    loop = ReportLoop(served.db, tmp_path / "report")
+    # a third of the answers, then a pause until a report has run beside them; the kill at two thirds
+    shared = Shared(first.port, kill_after=2 * sum(totals.values()) // 3, pause_after=sum(totals.values()) // 3,
+                    resume=loop.ran)
     second: Running | None = None
+    reporter = threading.Thread(target=loop.run, daemon=True)
+    reporter.start()
     try:
         with ThreadPoolExecutor(max_workers=PARTICIPANTS) as pool:
             futures = [pool.submit(participant, shared, c, paths[c], totals[c]) for c in codes]
-            assert shared.half.wait(300), "half the answers never arrived"
+            assert shared.half.wait(900), "two thirds of the answers never arrived"
             first.proc.kill()  # kill -9: no chance to flush anything
             first.proc.wait(30)
             with shared.lock:
                 acked_before_kill = shared.acked
+            loop.ran.clear()
+            shared.pause_after = None
             second = start(served.db)
             assert {c: second.links[c].split(f":{second.port}", 1)[1] for c in codes} == paths  # the same links
             shared.port = second.port
             shared.restarted.set()
             results = [f.result(timeout=600) for f in futures]
+        assert loop.ran.wait(600), "no report ran while the second server served"
+        loop.stop.set()
+        reporter.join(600)
         code, out, err = second.stop(signal.SIGTERM)
     finally:
+        loop.stop.set()
         for run in (first, second):
             if run is not None and run.proc.poll() is None:
                 run.proc.kill()
                 run.proc.wait(30)
     assert first.proc.poll() is not None and second.proc.poll() is not None
     assert code == 0, err
+    assert loop.runs and all(rc == 0 for rc, _ in loop.runs), loop.runs  # every report ran; none refused
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["stopped_by"] == "SIGTERM" and summary["study"] == STUDY
     assert 0 < summary["answers_stored"] <= sum(totals.values()) - acked_before_kill + PARTICIPANTS
@@ -213,7 +266,10 @@ def test_thirty_participants_at_once_a_kill_9_and_a_restart_lose_nothing(served:
     first.stderr.close()
     second.stderr.close()
     assert 0 < acked_before_kill < sum(totals.values())
+    graded = legival("study", "grade", "--db", str(served.db))  # the first writer: absorbs the journal, grades
+    assert graded.returncode == 0, graded.stderr
     with Store(served.db, read_only=True) as store:
+        assert store.journaled == 0  # nothing left in the journal: all of it is in the store
         got = reads.answers(store, STUDY)
     by_item = {(r["code"], r["position"]): r["item_id"] for r in served.plan}
     stored = {(r["code"], r["item_id"]): r["answer"] for r in got.to_dicts()}
@@ -225,9 +281,17 @@ def test_thirty_participants_at_once_a_kill_9_and_a_restart_lose_nothing(served:
             assert stored[(c, by_item[(c, position)])] == answer_of(c, position)
         # every participant not done before the kill came back after the restart
         assert r.resumed_at is not None or len(r.acked) == totals[c], r
+    final = legival("report", "--db", str(served.db), "--out", str(tmp_path / "final"), "--resamples", "0")
+    assert final.returncode == 0, final.stderr
+    from legival_core.safe_csv import read_csv
+
+    human = read_csv(tmp_path / "final" / "coverage.csv").filter(metric="human_study")
+    items = sum(1 for r in served.plan if r["kind"] == "item")
+    assert human["n"].cast(int).sum() == items, human  # the report counts each answer once
     lat = sorted(shared.latencies)
     print(f"\n{len(lat)} requests: median {lat[len(lat) // 2] * 1000:.1f} ms, p95 {lat[int(len(lat) * .95)] * 1000:.1f} ms, "
-          f"max {lat[-1] * 1000:.1f} ms; killed after {acked_before_kill} acknowledged answers")
+          f"max {lat[-1] * 1000:.1f} ms; killed after {acked_before_kill} acknowledged answers; {len(loop.runs)} reports "
+          "ran meanwhile")
 
 
 def test_refusals_are_one_error_line(served: Served) -> None:
@@ -289,13 +353,41 @@ def test_a_wildcard_host_prints_links_a_participant_can_open(served: Served) -> 
     assert "given with --allow-host" in err
 
 
-def test_a_command_that_needs_the_store_names_the_study_server_holding_it(served: Served) -> None:
-    """`study serve` keeps its store open (DuckDB: one process per file): another command's refusal
-    names it and says what to do, instead of "another process"."""
-    run = start(served.db)
+def test_while_a_study_is_served_commands_use_the_store_and_see_every_answer(tmp_path: Path) -> None:
+    """docs/study.md "The store while a study runs": the server holds no lock on the store, so `study
+    list` and `study grade` run on it while it serves and see every acknowledged answer (the journal);
+    a second server of the same study is refused (one server keeps a study's answers)."""
+    from urllib.parse import urlencode
+
+    own = make_served_study(tmp_path / "s.duckdb", participants=2, per_participant=3, n_problems=8,
+                            teachers=("alpha", "beta"))
+    run = start(own.db)
+    shared = Shared(run.port)
+    acked = 0
     try:
-        r = legival("study", "list", "--db", str(served.db))
+        for code in own.codes():
+            path = run.links[code].split(f":{run.port}", 1)[1]
+            for _ in range(8):
+                status, page = request(shared, "GET", path)
+                if "Before you start" in page:
+                    request(shared, "POST", path + "/consent", urlencode({"csrf": hidden(page, "csrf")}))
+                    continue
+                if 'id="done"' in page or acked >= 4:
+                    break
+                form = {n: hidden(page, n) for n in ("csrf", "position", "shown_at")}
+                status, _ = request(shared, "POST", path + "/answer", urlencode({**form, "answer": f"{code} says 42"}))
+                assert status == 303
+                acked += 1
+        listed = legival("study", "list", "--db", str(own.db))
+        graded = legival("study", "grade", "--db", str(own.db))  # a writer: absorbs what the server committed
+        again = legival("study", "serve", "--db", str(own.db), "--name", STUDY, "--port", "0")
+        status, page = request(shared, "GET", run.links["P01"].split(f":{run.port}", 1)[1])  # still serving
     finally:
-        code, _, _ = run.stop()
-    assert code == 0 and r.returncode == 2 and "Traceback" not in r.stderr
-    assert "`legival study serve` holds it" in r.stderr and "copy the store file" in r.stderr, r.stderr
+        code, _, err = run.stop()
+    assert code == 0, err
+    assert listed.returncode == 0 and listed.summary()["studies"][0]["answers"] == acked == 4, listed.stdout
+    assert graded.returncode == 0, graded.stderr
+    again.error("another `legival study serve` serves study")
+    assert status == 200
+    with Store(own.db, read_only=True) as store:
+        assert reads.answers(store, STUDY).height == acked

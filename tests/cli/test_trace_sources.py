@@ -93,3 +93,34 @@ def test_add_teacher_writes_the_source_keys(tmp_path: Path, traces: Path) -> Non
                   "--prefect-file", str(tmp_path / "prefect.yaml"))
     bad.error("need --traces")
     assert json.loads(json.dumps(yaml.safe_load(spec.read_text())))["teachers"][-1]["name"] == "b"
+
+
+@pytest.mark.parametrize(("kind", "name", "args", "expect"), [
+    ("fifo", "run.eval", ("--from", "inspect"), "is a named pipe (FIFO), not a regular file: an Inspect log is read "
+                                                "by seeking in it and more than once"),
+    ("fifo", "t.parquet", (), "is a named pipe (FIFO), not a regular file: Parquet is read by seeking in it"),
+    ("fifo", "t.parquet", ("--from", "hf", "--dataset", "gsm8k", "--teacher", "t"),
+     "is a named pipe (FIFO), not a regular file: datasets reads a data file by its path"),
+    ("device", "/dev/zero", ("--from", "inspect"), "is a character device, not a regular file: an Inspect log is "
+                                                   "read by seeking in it"),
+    ("dir", "logs", ("--from", "inspect"), "is a directory (give the .eval or .json log files in it)"),
+    ("dir", "batch", ("--from", "openai", "--dataset", "gsm8k", "--problems", "P"),
+     "is a directory, not a file (give the JSONL files in it)"),
+    ("dir", "samples_gsm8k_2026-01-01T00-00-00.jsonl", ("--from", "lm-eval"),
+     "is a directory, not a file (give the JSONL files in it)"),
+])
+def test_what_is_not_a_regular_file_is_named_by_the_sources_that_need_one(
+        tmp_path: Path, kind: str, name: str, args: tuple[str, ...], expect: str) -> None:
+    """Issue 45 item 7: a source that seeks in its input or reads it twice, given a named pipe (none of
+    them opens it: nothing writes to these), a device or a directory, says what the path is and why it
+    cannot be read, exit 2."""
+    import os
+
+    path = Path(name) if kind == "device" else tmp_path / name
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    problems = str(EXAMPLES.parent / "tests" / "fixtures" / "datasets" / "gsm8k" / "test.jsonl")
+    r = legival("ingest", str(path), "--db", str(tmp_path / "s.duckdb"), *(problems if a == "P" else a for a in args))
+    r.error(f"{path}: {expect}", "nothing from this file was stored")

@@ -63,8 +63,9 @@ def _no_crash_logs(folder: Path) -> None:
 
 def test_a_second_run_on_a_store_another_run_holds_is_refused_before_it_starts(
         tmp_path: Path, env: dict[str, str], traces: Path) -> None:
-    """Run A holds the store (its engine held mid-transfer); run B on the same store is refused in
-    one line before its Prefect flow starts: no --out directory, no crash log, A unharmed."""
+    """Run A holds the store (its engine held mid-transfer); run B on the same store waits for it (one
+    `note:` line naming run A), then is refused in one line naming run A before its Prefect flow starts:
+    no --out directory, no crash log, A unharmed."""
     (tmp_path / "a").mkdir()
     gate = tmp_path / "gate"
     spec = write_spec(tmp_path / "a", ["gpt-oss-20b"], traces=traces, limit=1,
@@ -80,9 +81,11 @@ def test_a_second_run_on_a_store_another_run_holds_is_refused_before_it_starts(
             time.sleep(0.05)  # the progress file is the only signal another process gives
         assert a.poll() is None, a.communicate()[1][-3000:]
         out = tmp_path / "b-report"
-        b = _run(spec, env, "--out", str(out))
-        assert_one_line(b, "another process holds it")
-        assert len(b.stderr.strip().splitlines()) == 1, b.stderr
+        b = _run(spec, {**env, "LEGIVAL_STORE_WAIT_S": "1"}, "--out", str(out))  # waits 1 s, then is refused
+        last = assert_one_line(b, "holds it")
+        assert f"`legival run {spec} --progress-file {progress}` (PID {a.pid}) holds it" in last, last  # named
+        lines = b.stderr.strip().splitlines()
+        assert len(lines) == 2 and lines[0].startswith("note: waiting for ") and f"(PID {a.pid})" in lines[0], lines
         assert not out.exists()
         _no_crash_logs(tmp_path)
     finally:

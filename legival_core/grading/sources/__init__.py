@@ -75,6 +75,11 @@ class SourceInfo:
     """The `SourceOptions` fields it reads (others given to it are refused, not ignored)."""
     present: Callable[[Path], bool] | None = None
     """Whether an input it reads is there (default: a file): a directory, `DIR:SPLIT`... (the spec's check)."""
+    key: tuple[str, ...] = ()
+    """The record fields that name one unit of an input (an OpenAI request's `custom_id` and `choice`, an
+    Inspect sample's `sample_id` and `epoch`): two records of one input with the same key and different
+    traces are a conflict, as a problem redefined is (`stages.ingest.find_conflicts`); the same trace
+    twice is a counted duplicate."""
 
 
 Reader = Callable[[Path, SourceOptions], Iterator[Record]]
@@ -141,6 +146,14 @@ def choose(path: Path, fmt: str = AUTO) -> str:
         if name != OWN and source_info(name).sniff(path):
             return name
     return OWN
+
+
+def unit_key(rec: dict[str, Any], key: tuple[str, ...]) -> tuple[str, str] | None:
+    """(the first key field, the unit as its fields say it: `custom_id 'r-1', choice 1`) of a record by
+    its source's `SourceInfo.key`; None when the record does not carry the first one."""
+    if not key or rec.get(key[0]) is None:
+        return None
+    return key[0], ", ".join(f"{k} {rec[k]!r}" for k in key if rec.get(k) is not None)
 
 
 def read_source(path: Path, fmt: str = AUTO, options: SourceOptions | None = None) -> tuple[str, str, Iterator[Record]]:

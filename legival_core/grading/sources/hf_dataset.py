@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from legival_core.grading.input_files import regular_file_error
 from legival_core.grading.sources import Record, SourceInfo, SourceOptions, dataset_of_task
 from legival_core.grading.trace_records import IngestError, file_error
 from legival_core.registry import register
@@ -179,6 +180,10 @@ def _open(path: Path, name: str) -> Any:
     import datasets
 
     local, split = _local_and_split(path)
+    special = None if local is None else regular_file_error(local, "datasets reads a data file by its path, and "
+                                                                     "more than once")
+    if special is not None:
+        raise file_error(special.file, special.message)
     try:
         if local is None:
             return _hub(str(path), name)

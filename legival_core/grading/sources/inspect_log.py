@@ -33,7 +33,13 @@ A sample the log says holds no trace is skipped and counted, with its reason (`S
 log lacks (a run that ended early: the reason names the run's status). A sample with no assistant
 message, no input text, several or no targets, or redacted (provider-encrypted) reasoning blocks is a bad
 sample, naming its id (`--skip-bad` skips it). A log that cannot be read at all (a truncated zip, not an
-Inspect log), whose task maps to no dataset, or whose run logged no samples is one file error.
+Inspect log, a format version newer than the installed Inspect reads), whose task maps to no dataset, or
+whose run logged no samples is one file error.
+
+Inspect inflates a `.eval` member whole, and a zip's declared sizes can lie: every member it is about to
+inflate is first inflated here, in bounded chunks, and counted (`grading.zip_members`). A sample member
+over the limit of one record (`ingest.max_record_bytes`) is a counted skip, never handed to Inspect; a
+header or summaries member over it is a file error.
 """
 
 from __future__ import annotations
@@ -45,8 +51,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from legival_core import untrusted_json
+from legival_core.grading.input_files import LIMIT_NAME, current_record_limit, regular_file_error
 from legival_core.grading.sources import Record, SourceInfo, SourceOptions, dataset_of_task
 from legival_core.grading.trace_records import IngestError, SkippedUnit, file_error
+from legival_core.grading.zip_members import ZipMembers
 from legival_core.registry import register
 
 if TYPE_CHECKING:
@@ -110,8 +119,20 @@ class _Log:
 
 
 def read_inspect(path: Path, options: SourceOptions) -> Iterator[Record]:
+    _check_path(path)
+    members = ZipMembers.of(path) if path.name.lower().endswith(".eval") else None  # checked before Inspect reads
+    try:
+        yield from _read(path, options, members)
+    finally:
+        if members is not None:
+            members.close()
+
+
+def _read(path: Path, options: SourceOptions, members: ZipMembers | None) -> Iterator[Record]:
     where = str(path)
-    header = _header(path)
+    header = _header(path, members)
+    if members is None and path.name.lower().endswith(".eval"):  # Inspect read its header, our check could not
+        raise file_error(where, "not a readable Inspect log (its zip directory cannot be read)")
     task = header.eval.task or ""
     dataset = dataset_of_task(task, options.dataset, where, 0, "file")
     if isinstance(dataset, IngestError):
@@ -121,11 +142,14 @@ def read_inspect(path: Path, options: SourceOptions) -> Iterator[Record]:
                                 "trace; run the task again with samples logged")
     epochs = max(1, header.eval.config.epochs or 1)
     log = _Log(where, options.teacher or header.eval.model, dataset, task, epochs)
-    samples = _eval_samples(path, header) if path.name.lower().endswith(".eval") else _json_samples(path, header)
+    samples = _eval_samples(path, header, members) if members is not None else _json_samples(path, header)
     for no, (sample_id, epoch, got) in enumerate(samples, start=1):
         if got is MISSING:
             yield no, log.skip(no, "<sample>", f"{log.who(sample_id, epoch)}: not in the log (the run ended "
                                f"with status {header.status!r}{_why(header)})")
+        elif isinstance(got, _TooLarge):
+            yield no, SkippedUnit(where, no, "<sample>", f"{log.who(sample_id, epoch)}: {got.why}; not read (a "
+                                  "decompression bomb? the log's other samples are read)", UNIT)
         elif isinstance(got, str):
             yield no, log.error(no, "<sample>", f"{log.who(sample_id, epoch)}: {got}")
         else:
@@ -135,20 +159,63 @@ def read_inspect(path: Path, options: SourceOptions) -> Iterator[Record]:
 # ------------------------------------------------------------------------------------------ reading
 
 
-def _header(path: Path) -> EvalLog:
-    """The log's header (no samples), or a file error saying why the file is no Inspect log."""
-    from inspect_ai.log import read_eval_log
-
+def _check_path(path: Path) -> None:
+    """A file error for a path that is no Inspect log file: a directory, missing, a pipe or a device,
+    not named .eval or .json."""
     if path.is_dir():
         raise file_error(str(path), "is a directory (give the .eval or .json log files in it)")
+    special = regular_file_error(path, "an Inspect log is read by seeking in it and more than once (a .eval "
+                                       "log is a zip, whose directory is at its end)")
+    if special is not None:
+        raise file_error(special.file, special.message)
     if not path.is_file():
         raise file_error(str(path), "no such file")
     if not path.name.lower().endswith((".eval", ".json")):
         raise file_error(str(path), "an Inspect log is a .eval or .json file (Inspect tells them by name)")
+
+
+HEADER_MEMBERS = ("header.json", "reductions.json", "_journal/start.json", "_journal/config_updates/")
+"""What Inspect inflates to read a `.eval` log's header (a running log has only its journal's start)."""
+SUMMARY_MEMBERS = ("summaries.json", "_journal/summaries/")
+
+
+def _check_members(path: Path, members: ZipMembers | None, which: tuple[str, ...]) -> None:
+    """A file error when one of the members Inspect is about to inflate whole (`which`: names, or folders
+    ending in '/') declares or inflates to more than the limit of one record: the log cannot be read
+    without it, and is not read at all."""
+    limit = current_record_limit()
+    over = members.first_over(which, limit) if members is not None else None
+    if over is not None:
+        raise file_error(str(path), f"not a readable Inspect log: its member {over[0]} {over[1]}, over {LIMIT_NAME} "
+                                    f"({limit:,} bytes): not read (a decompression bomb?)")
+
+
+def _header(path: Path, members: ZipMembers | None = None) -> EvalLog:
+    """The log's header (no samples), or a file error saying why the file is no Inspect log."""
+    from inspect_ai.log import read_eval_log
+
+    _check_members(path, members, HEADER_MEMBERS)
     try:
-        return read_eval_log(str(path), header_only=True)
+        if path.name.lower().endswith(".json"):  # Inspect's header read keeps a prefix string per level
+            with path.open("rb") as f:
+                untrusted_json.check_members(f, stop="samples")
+        header = read_eval_log(str(path), header_only=True)
+        _known_version(header.version)
     except Exception as e:  # noqa: BLE001  any failure of the reader means the file is unreadable as a log
         raise file_error(str(path), f"not a readable Inspect log ({_reason(e)})") from None
+    return header
+
+
+def _known_version(version: int) -> None:
+    """Inspect's own check of a log's format version, which it makes for a `.json` log and not for a
+    `.eval` one: one check, one message for both (a log of a newer format than the installed Inspect
+    reads is refused, not read as if it were of the old one)."""
+    try:
+        from inspect_ai._util.constants import LOG_SCHEMA_VERSION
+    except ImportError:  # pragma: no cover - Inspect moved it: the version its logs are written in today
+        LOG_SCHEMA_VERSION = 2  # noqa: N806
+    if not isinstance(version, int) or version > LOG_SCHEMA_VERSION:
+        raise ValueError(f"Unable to read version {version} of log format.")  # Inspect's words for a .json log
 
 
 def _reason(e: BaseException) -> str:
@@ -163,23 +230,37 @@ def _reason(e: BaseException) -> str:
     text = first if first and not isinstance(e, KeyError) else f"{type(e).__name__}{': ' + first if first else ''}"
     if any(w in text.lower() for w in ("eocd", "central directory", "zip file", "corrupt zip64")):
         text += "; the end of the zip is missing or damaged: a .eval log cut short (a copy or download interrupted?)"
+    if text.startswith("Unable to read version "):  # ours for a .eval log (`_known_version`), Inspect's for a .json one
+        from importlib.metadata import version
+
+        text = f"{text.rstrip('.')}: a newer format than the installed Inspect reads (inspect_ai {version('inspect_ai')})" \
+               ": upgrade it"
     return text[:300]
+
+
+@dataclass(frozen=True, slots=True)
+class _TooLarge:
+    """A sample whose member is over the limit of one record: skipped, never inflated whole."""
+
+    why: str
 
 
 MISSING = "<not in the log>"
 """A sample the header lists and the log lacks (the run ended before it)."""
-Sampled = tuple[Any, int, "EvalSample | str"]
+Sampled = tuple[Any, int, "EvalSample | str | _TooLarge"]
 """(sample id, epoch, the sample, or MISSING, or why Inspect could not read it)."""
 
 
-def _eval_samples(path: Path, header: EvalLog) -> Iterator[Sampled]:
-    """The samples of a `.eval` log in Inspect's order (each id's epochs in turn), a batch per read."""
+def _eval_samples(path: Path, header: EvalLog, members: ZipMembers) -> Iterator[Sampled]:
+    """The samples of a `.eval` log in Inspect's order (each id's epochs in turn), a batch per read; a
+    sample whose member is over the limit of one record is never handed to Inspect (`_TooLarge`)."""
     from inspect_ai.log import read_eval_log_sample_summaries
 
     epochs = max(1, header.eval.config.epochs or 1)
     ids = header.eval.dataset.sample_ids
     present: set[tuple[str, int]] | None = None
     if ids is None or header.status != "success":  # the summaries list what was actually written
+        _check_members(path, members, SUMMARY_MEMBERS)
         try:
             summaries = read_eval_log_sample_summaries(str(path))
         except Exception as e:  # noqa: BLE001
@@ -189,10 +270,17 @@ def _eval_samples(path: Path, header: EvalLog) -> Iterator[Sampled]:
             ids = list(dict.fromkeys(s.id for s in summaries))
     keys = [(i, e) for i in ids for e in range(1, epochs + 1)]
     size = batch_size(path.stat().st_size, len(keys))
+    limit = current_record_limit()
     for start in range(0, len(keys), size):
         batch = keys[start : start + size]
         wanted = [k for k in batch if present is None or (str(k[0]), k[1]) in present]
-        got = _read_batch(path, wanted)
+        large: dict[tuple[str, int], EvalSample | str | _TooLarge] = {}
+        for k in wanted:
+            member = f"samples/{k[0]}_epoch_{k[1]}.json"  # Inspect's name for it
+            why = members.over(member, limit)
+            if why is not None:
+                large[(str(k[0]), k[1])] = _TooLarge(f"its member {member} {why}, over {LIMIT_NAME} ({limit:,} bytes)")
+        got = {**_read_batch(path, [k for k in wanted if (str(k[0]), k[1]) not in large]), **large}
         for sample_id, epoch in batch:
             yield sample_id, epoch, got.get((str(sample_id), epoch), MISSING)
 
@@ -252,9 +340,11 @@ def _json_stream(path: Path) -> Iterator[Sampled]:
     done = 0
     try:
         with path.open("rb") as f:
-            for item in ijson.items(f, "samples.item", use_float=True):
+            for item in untrusted_json.array_items(f, "samples"):
                 done += 1
                 yield _validated(item, EvalSample, resolve_sample_attachments, ValidationError)
+    except untrusted_json.JsonRefused as e:  # past a limit (depth, a number, a lone surrogate, a key twice)
+        raise IngestError(str(path), done + 1, e.field or "<sample>", e.msg, UNIT) from None
     except ijson.JSONError as e:
         message = str(e)
         if "premature EOF" in message or "incomplete JSON" in message.lower():
@@ -377,4 +467,4 @@ def _storable(value: Any) -> Any:
 register("format", FORMAT, read_inspect, aliases=("inspect-ai", "inspect_ai"),
          description="Inspect AI eval logs (.eval, .json): one trace per sample",
          meta=SourceInfo(unit=UNIT, sniff=sniff, extra="inspect", module="inspect_ai", options=("dataset",),
-                         order=10, description="an Inspect AI eval log (.eval or .json)"))
+                         order=10, description="an Inspect AI eval log (.eval or .json)", key=("sample_id", "epoch")))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,8 +37,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from legival_core import untrusted_json
 from legival_core.grading.extract import last_boxed
-from legival_core.grading.input_files import COMPRESSED_SUFFIXES, InputFileError, open_input, read_lines
+from legival_core.grading.input_files import (
+    COMPRESSED_SUFFIXES,
+    InputFileError,
+    open_input,
+    read_lines,
+    special_file,
+)
 from legival_core.grading.records import LineProblem, parse_json_line
 from legival_core.grading.sources import Record, SourceInfo, SourceOptions, dataset_of_task
 from legival_core.grading.trace_records import IngestError, file_error
@@ -279,7 +285,8 @@ def _run_of(path: Path, options: SourceOptions) -> Run:
     from lm_eval.utils import get_file_datetime, get_file_task_name
 
     try:
-        open_input(path).close()  # a missing file, a directory, an archive: said before its run is looked for
+        if special_file(path) is None:  # a pipe is read once, below
+            open_input(path).close()  # a missing file, a directory, an archive: said before its run is looked for
     except InputFileError as e:
         raise file_error(e.file, e.message) from None
     name = _plain_name(path)
@@ -289,7 +296,7 @@ def _run_of(path: Path, options: SourceOptions) -> Run:
     task, date = get_file_task_name(name), get_file_datetime(name)
     results_path = _results_json(path, date)
     try:
-        results = json.loads(results_path.read_bytes())
+        results = untrusted_json.loads(results_path.read_bytes())
     except (OSError, ValueError, RecursionError) as e:
         raise file_error(str(path), f"its results JSON {results_path} cannot be read "
                                     f"({getattr(e, 'strerror', None) or str(e).split(';')[0]})") from None
@@ -389,7 +396,7 @@ def _other_filter(raw: bytes, first: str) -> bool:
     if m is None:
         return False
     try:
-        return bool(json.loads(m.group(1)) != first)
+        return bool(untrusted_json.loads(m.group(1), text=False) != first)
     except ValueError:
         return False
 
@@ -408,4 +415,5 @@ def _sniff(path: Path) -> bool:
 register("format", NAME, read_lm_eval, aliases=("lm_eval", "lm-evaluation-harness"),
          description="lm-evaluation-harness --log_samples output (samples_<task>_<date>.jsonl beside its results JSON)",
          meta=SourceInfo(unit=UNIT, sniff=_sniff, extra="lm-eval", module="lm_eval", options=("dataset", "mapping"),
-                         order=20, description="lm-evaluation-harness --log_samples output"))
+                         order=20, description="lm-evaluation-harness --log_samples output",
+                         key=("lm_eval_doc_id", "lm_eval_repeat")))

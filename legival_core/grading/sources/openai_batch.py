@@ -355,4 +355,5 @@ class _Lines:
 register("format", FORMAT, read_openai, aliases=("openai-batch",),
          description="OpenAI Batch API output files and saved chat completions (reasoning_content / reasoning)",
          meta=SourceInfo(unit="line", sniff=sniff, options=("dataset", "requests", "problems"), order=50,
-                         description="an OpenAI Batch API output file or saved chat completions"))
+                         description="an OpenAI Batch API output file or saved chat completions",
+                         key=("custom_id", "choice")))

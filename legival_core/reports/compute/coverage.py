@@ -36,7 +36,7 @@ from legival_core.store import Store
 from legival_core.store import failures as failure_rows
 from legival_core.store import report as reads
 from legival_core.store import steps as step_reads
-from legival_core.store import study as study_reads
+from legival_core.store import study_grades as study_reads
 from legival_core.transfer.steps import CODE_VERSION as STEPS_VERSION
 
 if TYPE_CHECKING:

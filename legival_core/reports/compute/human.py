@@ -36,7 +36,7 @@ from legival_core.registry import is_registered
 from legival_core.reports.compute.aggregate import HUMAN
 from legival_core.reports.compute.data import ReportConfig, ReportData
 from legival_core.spec import default_of
-from legival_core.store import Store
+from legival_core.store import Store, study_grades
 from legival_core.store import study as study_reads
 from legival_core.study.settings import StudyAnalysis
 from legival_core.transfer.utility import transfer_table
@@ -55,8 +55,8 @@ TEACHER_METRICS = ("fotu", "sotu", "regression_rate")
 
 @dataclass(frozen=True, slots=True)
 class HumanInputs:
-    """What the report reads of the studies: every answer (`store.study.human_answers`, plus `tix`
-    where its trace is a transfer trace) and the human depth rows (`store.study.human_depths`)."""
+    """What the report reads of the studies: every answer (`store.study_grades.human_answers`, plus `tix`
+    where its trace is a transfer trace) and the human depth rows (`store.study_grades.human_depths`)."""
 
     answers: pl.DataFrame
     depths: pl.DataFrame
@@ -71,9 +71,9 @@ def read_human(store: Store, transfer_traces: pl.DataFrame, max_failures: int | 
     has_study = bool(study_reads.study_names(store))
     datasets = [d for d in transfer_traces["dataset"].unique().to_list() if is_registered("dataset", d)] \
         if "dataset" in transfer_traces.columns else []
-    stored = study_reads.human_answers(store, current_graders(_study_datasets(store, datasets)), max_failures) \
+    stored = study_grades.human_answers(store, current_graders(_study_datasets(store, datasets)), max_failures) \
         if has_study else pl.DataFrame()
-    depths = study_reads.human_depths(store, transfer_traces, current_graders(datasets), max_failures)
+    depths = study_grades.human_depths(store, transfer_traces, current_graders(datasets), max_failures)
     if stored.height:
         stored = stored.join(transfer_traces.select("trace_id", "tix", "m"), on="trace_id", how="left")
     return HumanInputs(stored, depths, has_study)

@@ -1,17 +1,17 @@
 """The report directory: every CSV, Parquet file, figure and the dashboard of one `Report`
-(../shared/CLI.md, docs/reports.md), written whole or not at all (`outdir.replaced_whole`)."""
+(../shared/CLI.md, docs/reports.md), written whole or not at all (`legival_core.outputs.replaced_whole`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from legival_core.outputs import replaced_whole, write_manifest
 from legival_core.reports.compute.data import ReportData, StepAnalysis
 from legival_core.reports.compute.human import human_study_of
 from legival_core.reports.paper.tables import PAPER_CSV, exported
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.dashboard import dashboard_html
-from legival_core.reports.render.outdir import replaced_whole, write_manifest
 from legival_core.reports.render.paper_plots import write_paper_plots
 from legival_core.reports.render.plots import step_analysis_of, write_plots
 from legival_core.runs.diff import diff_schema

@@ -14,7 +14,7 @@ import pytest
 from legival_core.reports.compute.build import compute_report
 from legival_core.reports.compute.data import ReportConfig
 from legival_core.reports.compute.human import HUMAN, cohen_kappa, human_study_of, spearman
-from legival_core.store import Store
+from legival_core.store import Store, study_grades
 from legival_core.store import study as reads
 from legival_core.transfer.utility import bins_of, trace_transfer
 from tests._cli import legival
@@ -91,7 +91,7 @@ def test_agreement_rows_equal_scipy_and_sklearn_on_the_same_data(study_db: Path)
 
     with Store(study_db, read_only=True) as store:
         data = compute_report(store, ReportConfig(resamples=50, seed=0))
-        ans = reads.human_answers(store, pl.DataFrame({"dataset": ["gsm8k"], "grader": [
+        ans = study_grades.human_answers(store, pl.DataFrame({"dataset": ["gsm8k"], "grader": [
             store._run("SELECT DISTINCT grader_version FROM study_grades")[0][0]]}), 0)
         roll = store._query("SELECT trace_id, k, avg(correct::INT) AS y FROM rollouts GROUP BY ALL")
     table = human_study_of(data)

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from legival_core.outputs import MANIFEST
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import study as reads
@@ -151,11 +152,11 @@ def test_export_writes_the_folder_once_and_refuses_to_overwrite(template: Served
     assert (s["tasks"], s["participants"], s["assignments"]) == (len(json.loads((out / "tasks.json").read_text())), 3,
                                                                  len(template.plan))
     assert sorted(p.name for p in (out / "participants").iterdir()) == ["P01.json", "P02.json", "P03.json"]
-    assert {p.name for p in out.iterdir()} == {"tasks.json", "config.xml", "assignments.csv", "README.txt",
+    assert {p.name for p in out.iterdir()} == {"tasks.json", "config.xml", "assignments.csv", "README.txt", MANIFEST,
                                                "participants"}
     (out / "tasks.json").write_text("mine")
     r = legival(*args)
-    assert r.returncode == 2 and f"--out: {out} is not empty (--force replaces it)" in r.stderr
+    assert r.returncode == 2 and f"--out {out}: is not empty (an earlier export: --force replaces it)" in r.stderr
     assert (out / "tasks.json").read_text() == "mine"
     r = legival(*args, "--force")
     assert r.returncode == 0 and (out / "tasks.json").read_text() != "mine"

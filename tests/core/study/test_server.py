@@ -15,6 +15,7 @@ import pytest
 from legival_core.safe_csv import read_csv
 from legival_core.store import Store
 from legival_core.store import study as reads
+from legival_core.study.served import ServedStudy
 from legival_core.study.server import ServerStats, study_app
 from legival_core.web.guard import AllowedHosts, HostGuard
 from tests.core.study.server_store import STUDY, XSS, Served, leaks, make_served_study
@@ -23,22 +24,44 @@ ORIGIN = {"origin": "http://127.0.0.1"}
 
 
 class Client:
-    def __init__(self, served: Served, store: Store) -> None:
+    """The app over a study read from the store once (as `legival study serve` does); `store` is a fresh
+    read-only open of the store each time, which sees what the app committed to the journal (as
+    `legival report` does while the server runs)."""
+
+    def __init__(self, served: Served) -> None:
         from starlette.testclient import TestClient
 
-        self.served, self.store, self.stats = served, store, ServerStats()
+        self.served, self.stats = served, ServerStats()
+        self._store: Store | None = None
         self.now = [1_700_000_000.0]
-        app = study_app(store, STUDY, served.key, stats=self.stats, clock=lambda: self.now[0])
+        with Store(served.db, read_only=True) as store:
+            self.study = ServedStudy.load(store, STUDY)
+        app = study_app(self.study, served.key, stats=self.stats, clock=lambda: self.now[0])
         self.http = TestClient(HostGuard(app, AllowedHosts.for_server("127.0.0.1")), base_url="http://127.0.0.1",
                                follow_redirects=False)
+
+    @property
+    def store(self) -> Store:
+        self.close()
+        self._store = Store(self.served.db, read_only=True)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
     with tempfile.TemporaryDirectory(prefix="legival-study-") as tmp:
         served = make_served_study(Path(tmp) / "s.duckdb", participants=5, per_participant=3, attention=1)
-        with Store(served.db) as store:
-            yield Client(served, store)
+        c = Client(served)
+        try:
+            yield c
+        finally:
+            c.close()
+            c.study.close()
 
 
 def field(page: str, name: str) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.store import Store
+from legival_core.store import Store, study_import
 from legival_core.store import study as reads
 from tests._cli import legival
 from tests.core.study.helpers import make_store
@@ -54,7 +54,7 @@ def test_answers_imported_out_of_order_are_skipped_by_the_server_side(tmp_path: 
     with Store(db) as store:
         plan = reads.assignments(store, "pilot")
         mine = plan.filter(plan["code"] == "P01")["item_id"].to_list()
-        reads.import_answers(store, "pilot", [reads.ImportedAnswer("P01", mine[1], "5", None, None, None, None, "t1")])
+        study_import.import_answers(store, "pilot", [study_import.ImportedAnswer("P01", mine[1], "5", None, None, None, None, "t1")])
         now = reads.next_item(store, "pilot", "P01")
         assert now is not None and (now.position, now.item_id) == (0, mine[0])
         reads.record_answer(store, "pilot", "P01", mine[0], "6", None, None, None)

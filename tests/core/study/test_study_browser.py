@@ -16,6 +16,7 @@ import pytest
 
 from legival_core.store import Store
 from legival_core.store import study as reads
+from legival_core.study.served import ServedStudy
 from legival_core.study.server import make_study_server
 from tests.core.study.server_store import STUDY, Served, leaks, make_served_study
 
@@ -29,11 +30,16 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def site() -> Iterator[tuple[Served, str, Store]]:
+def site() -> Iterator[tuple[Served, str]]:
     with tempfile.TemporaryDirectory(prefix="legival-study-browser-") as tmp:
         served = make_served_study(Path(tmp) / "s.duckdb", participants=2, per_participant=3, attention=1)
-        with Store(served.db) as store, make_study_server(store, STUDY, served.key) as server:
-            yield served, server.url.rstrip("/"), store
+        with Store(served.db, read_only=True) as store:
+            study = ServedStudy.load(store, STUDY)
+        try:
+            with make_study_server(study, served.key) as server:
+                yield served, server.url.rstrip("/")
+        finally:
+            study.close()
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +81,7 @@ def _at_item(d: Any, position: int) -> None:
 def test_a_participant_session_in_chromium_with_a_closed_tab(driver: Any, site: tuple[Served, str, Store]) -> None:
     from selenium.webdriver.common.by import By
 
-    served, base, store = site
+    served, base = site
     code = "P01"
     link = f"{base}/p/{served.token(code)}"
     total = sum(1 for r in served.plan if r["code"] == code)
@@ -110,7 +116,8 @@ def test_a_participant_session_in_chromium_with_a_closed_tab(driver: Any, site: 
     assert "Thank you" in driver.page_source
     driver.get(link)
     _wait_for(driver, "#done")
-    got = {r["item_id"]: r for r in reads.answers(store, STUDY).filter(code=code).to_dicts()}  # no request in flight
+    with Store(served.db, read_only=True) as store:  # as `legival report` reads it while the server runs
+        got = {r["item_id"]: r for r in reads.answers(store, STUDY).filter(code=code).to_dicts()}
     assert len(got) == total
     for position, text in typed.items():
         row = got[served.item(code, position)["item_id"]]

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from legival_core import markdown
-from legival_core.reports.render.outdir import MANIFEST, foreign_entries, replaced_whole, write_manifest
+from legival_core.outputs import MANIFEST, foreign_entries, replaced_whole, write_manifest
 from legival_core.safe_csv import DANGEROUS, escape, read_csv, unescape, write_csv
 
 BUDGET = settings(max_examples=200, deadline=timedelta(seconds=2), derandomize=True, database=None,
