@@ -80,7 +80,7 @@ class ScaleShape:
 
 def students() -> list[StudentConfig]:
     """Two students under real student keys: the shipped SmolLM2 (embedded) and a Qwen on vLLM."""
-    from legival_core.spec import student_config
+    from legival_core.run_config import student_config
 
     return [student_config(name="smollm2-135m"),
             student_config(name="qwen2.5-0.5b", model="Qwen/Qwen2.5-0.5B-Instruct", backend="vllm", dtype="bfloat16")]
@@ -104,7 +104,7 @@ def sentence_pool() -> Pool:
 
     from legival_core.metrics.backtracking import lexical_backtracking_steps
     from legival_core.segment import EXTRA_ABBREVIATIONS, segment, sentence_spans
-    from legival_core.tokens import token_lens
+    from legival_core.token_count import token_lens
     from legival_core.types import Span, Steps
 
     abbreviations = set(english.ABBREV_TYPES) | EXTRA_ABBREVIATIONS
@@ -182,7 +182,7 @@ class Counts:
 
 def build_store(path: Path, shape: ScaleShape, progress: Any = None) -> Counts:
     """Fill a new store at `path` (which must not exist)."""
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
     from legival_core.store import Store
     from legival_core.transfer.rollout_plan import PROMPT_VERSION
     from legival_core.types import canonical_json
@@ -247,7 +247,7 @@ def _chunk(lo: int, hi: int, shape: ScaleShape, pool: Pool, probs: dict[str, lis
     from legival_core.metrics.step_len import STEP_LEN
     from legival_core.metrics.token_len import TOKEN_LEN
     from legival_core.segment import SEGMENTER_VERSION
-    from legival_core.tokens import ENCODING_NAME
+    from legival_core.token_count import ENCODING_NAME
     from legival_core.types import canonical_json, trace_id_of
 
     rng = np.random.default_rng([shape.seed, lo])

@@ -15,8 +15,8 @@ from pathlib import Path
 from legival_core.backends.base import Completion, GenerationRequest, TextBackend
 from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.datasets.base import get_dataset
+from legival_core.run_config import student_config
 from legival_core.segment import segment
-from legival_core.spec import student_config
 from legival_core.transfer.rollout_plan import plan_trace, student_messages
 from legival_core.types import Steps
 

@@ -101,7 +101,7 @@ def main() -> None:
         sys.exit(f"no trace files under {args.shared}/reasoning_traces/gsm8k")
 
     from legival_core.embed import Embedder, resolve_model_path
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
     from legival_core.stages.ingest import ingest_file
     from legival_core.store import Store
 

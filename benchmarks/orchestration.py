@@ -34,7 +34,7 @@ def direct(spec_path: str, db: str, out: str) -> dict[str, Any]:
     from legival_core.laps import Laps
     from legival_core.reports.compute.data import ReportConfig
     from legival_core.reports.stage import build_reports
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
     from legival_core.stages.efficiency import compute_efficiency
     from legival_core.stages.ingest import ingest_file, select_records
     from legival_core.stages.judge import run_judge

@@ -103,7 +103,7 @@ def fit_cpu_row(db: Path) -> dict[str, float]:
     from scipy.optimize import nnls
 
     con = duckdb.connect(str(db), read_only=True)
-    rows = con.execute("SELECT chunks, prefill, steps, decode, context, compute_s FROM transfer_timings").fetchall()
+    rows = con.execute("SELECT chunks, prefill, decode_steps, decode, context, compute_s FROM transfer_timings").fetchall()
     con.close()
     a = np.array([r[:5] for r in rows], dtype=float)
     y = np.array([r[5] for r in rows], dtype=float)
@@ -113,7 +113,7 @@ def fit_cpu_row(db: Path) -> dict[str, float]:
     print(f"fit on {len(rows)} batches: median error {np.median(err):.1%}, worst {err.max():.1%}, "
           f"total {pred.sum() / y.sum():.3f}")
     inv = [1 / v if v > 0 else float("inf") for v in x]
-    return {"chunk_s": x[0], "prefill_tok_s": inv[1], "step_s": x[2], "decode_tok_s": inv[3], "context_tok_s": inv[4]}
+    return {"chunk_s": x[0], "prefill_tok_s": inv[1], "decode_step_s": x[2], "decode_tok_s": inv[3], "context_tok_s": inv[4]}
 
 
 def _subprocess(argv: Sequence[str]) -> dict[str, Any]:

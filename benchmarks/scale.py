@@ -87,7 +87,7 @@ class RecordingExecutor:
 
 def phase_plan(db: Path) -> dict[str, Any]:
     from legival_core.plan.build import scratch_plan
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
 
     spec = load_spec(ROOT / "examples" / "paper.yaml")
     t0 = time.perf_counter()
@@ -102,7 +102,7 @@ def phase_plan(db: Path) -> dict[str, Any]:
 def phase_resume(db: Path, fraction: float, seed: int) -> dict[str, Any]:
     from _scale_store import DATASETS, TEACHERS, students
 
-    from legival_core.spec import Execution
+    from legival_core.run_config import Execution
     from legival_core.stages.base import run_stage
     from legival_core.stages.transfer import TransferStage
     from legival_core.store import Store, writes
@@ -247,7 +247,7 @@ def phase_commit(db: Path, rows: int, seed: int, ready_sets: bool) -> dict[str, 
     else one at a time, one transaction each (measured with another new student)."""
     from _scale_store import DATASETS, TEACHERS
 
-    from legival_core.spec import Execution, student_config
+    from legival_core.run_config import Execution, student_config
     from legival_core.stages.base import run_stage
     from legival_core.stages.transfer import TransferStage
     from legival_core.store import Store
@@ -312,7 +312,7 @@ def gib(n_bytes: float) -> str:
 
 
 def main() -> None:
-    from legival_core.spec import Report, default_of
+    from legival_core.run_config import Report, default_of
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", type=int, default=100_000, help="traces in all (12 teachers x 3 datasets)")

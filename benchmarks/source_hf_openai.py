@@ -76,8 +76,8 @@ def make(d: Path, n: int) -> None:
 
 def child(mode: str, name: str, d: Path) -> dict[str, Any]:
     """One measurement in this (fresh) process."""
-    from legival_core.grading.sources import SourceOptions, read_source
-    from legival_core.grading.trace_records import parse_record
+    from legival_core.readers.sources import SourceOptions, read_source
+    from legival_core.readers.trace_records import parse_record
 
     fmt, extra = INPUTS[name]
     t0 = time.perf_counter()

@@ -127,7 +127,7 @@ def child_read(path: Path, fmt: str, jsonl: Path | None) -> None:
     """(In a child process.) Every record `read_source` yields; optionally written as our JSONL."""
     import importlib
 
-    from legival_core.grading.sources import SourceOptions, read_source, source_info
+    from legival_core.readers.sources import SourceOptions, read_source, source_info
 
     module = source_info(fmt).module  # one-time imports (the registry scan, the tool's library) not timed
     if module:

@@ -36,8 +36,8 @@ _READ = """
 import json, resource, sys, time
 from pathlib import Path
 from legival_core.registry import discover
-from legival_core.grading.sources import read_source
-from legival_core.grading.trace_records import parse_record
+from legival_core.readers.sources import read_source
+from legival_core.readers.trace_records import parse_record
 discover()
 path, fmt = Path(sys.argv[1]), sys.argv[2]
 t0 = time.perf_counter()
@@ -87,8 +87,8 @@ def read_in_child(path: Path, fmt: str) -> dict[str, Any]:
 
 
 def reader_pass(path: Path, fmt: str) -> tuple[int, float]:
-    from legival_core.grading.sources import read_source
-    from legival_core.grading.trace_records import parse_record
+    from legival_core.readers.sources import read_source
+    from legival_core.readers.trace_records import parse_record
 
     t0 = time.perf_counter()
     n = 0

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from legival_core.spec import BenchmarkSpec, load_spec
+from legival_core.run_config import BenchmarkSpec, load_spec
 
 ENTRYPOINT = "flows/benchmark.py:benchmark"
 DEFAULT_POOL = "legival-process"

@@ -9,7 +9,7 @@ from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from legival_core.spec import BenchmarkSpec, Execution, Teacher, load_spec
+from legival_core.run_config import BenchmarkSpec, Execution, Teacher, load_spec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -25,7 +25,7 @@ def ends_cancelled(fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def body(*args: P.args, **kwargs: P.kwargs) -> Any:
-        from legival_core.stages.cancel import Cancelled
+        from legival_core.lifecycle.cancel import Cancelled
 
         try:
             return fn(*args, **kwargs)
@@ -81,7 +81,7 @@ def driver_session(db: str | None = None, execution: Execution | None = None) ->
     global _depth
     from legival_core.stages.isolation import Isolation, current, isolation
     from tasks._driver import close_stores
-    from tasks.cancel_watch import cancel_from_api
+    from tasks.lifecycle.cancel_watch import cancel_from_api
     from tasks.ray_pool import shutdown_pools
 
     cur = current()
@@ -92,7 +92,7 @@ def driver_session(db: str | None = None, execution: Execution | None = None) ->
         _depth += 1
         outermost = _depth == 1
     if outermost:
-        from tasks.processes import own_prefect_servers
+        from tasks.lifecycle.processes import own_prefect_servers
 
         own_prefect_servers()  # started by the flow's first API call when nothing started it before
     try:
@@ -115,7 +115,7 @@ def _log_failure(e: BaseException, db: str | None) -> None:
     from prefect import get_run_logger
 
     from legival_core.crashlog import summarize, write_crash_log
-    from legival_core.stages.cancel import Cancelled
+    from legival_core.lifecycle.cancel import Cancelled
     from legival_core.stages.conditions import known_failure, reason
 
     if isinstance(e, Cancelled):  # not a failure: every committed batch is stored, a rerun resumes

@@ -9,8 +9,8 @@ from prefect import flow
 
 from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.laps import Laps
+from legival_core.lifecycle.cancel import raise_if_cancelled
 from legival_core.runs.record import new_run_id
-from legival_core.stages.cancel import raise_if_cancelled
 from legival_core.stages.conditions import JobsFailed, StagesFailed
 from legival_core.stages.registered import RunContext, StageInfo, stages_in_order
 from tasks.prefect_ui import benchmark_progress, flow_run_link, run_name

@@ -20,10 +20,10 @@ __all__ = ["app"]
 
 def main() -> None:
     """The console script: the app (its group holds the error boundary, `legival.app.LegivalGroup`)."""
-    from legival.signals import exit_promptly
+    from legival.lifecycle.signals import exit_promptly
 
     try:
         app()
     except SystemExit:
-        exit_promptly()  # after a signal, no wait for the threads a library left behind (legival/signals.py)
+        exit_promptly()  # after a signal, no wait for the threads a library left behind (legival/lifecycle/signals.py)
         raise

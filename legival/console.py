@@ -111,9 +111,9 @@ def progress_bar(description: str, total: int | None = None) -> Iterator[Bar]:
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    from legival.signals import claim_line, interruption
+    from legival.lifecycle.signals import claim_line, interruption
 
-    if (signalled := interruption()) is not None:  # after a signal, its line and status (legival/signals.py)
+    if (signalled := interruption()) is not None:  # after a signal, its line and status (legival/lifecycle/signals.py)
         message, code = signalled
         if not claim_line():
             raise SystemExit(code)

@@ -1,12 +1,12 @@
 """Running a flow from a command (`legival run`, `legival calibrate`): the Prefect server started early
-(and owned: `tasks.processes`), a progress bar over the rollouts, SIGTERM/SIGINT/SIGHUP as a clean
+(and owned: `tasks.lifecycle.processes`), a progress bar over the rollouts, SIGTERM/SIGINT/SIGHUP as a clean
 cancel, and a failure as one line.
 
 The flow runs on a thread of its own, not on the main thread: there, Prefect's flow engine would
 install its own SIGTERM handler (`capture_sigterm`), which raises in the middle of whatever the main
 thread does and aborts the flow at once, while shard threads still use Ray (the cancel then ran into a
 Ray shut down under them, and a thread's Ray call started a new local Ray). Off the main thread
-Prefect leaves the signals alone; `legival.cancel` hears them and the flow stops at its batch
+Prefect leaves the signals alone; `legival.lifecycle.cancel` hears them and the flow stops at its batch
 boundaries."""
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ def run_flow(name: str, call: Callable[[Any], Any], command: str, argv: list[str
     if server is not None:
         _preimport_models()
         server.join()
-        from tasks.processes import own_prefect_servers
+        from tasks.lifecycle.processes import own_prefect_servers
 
         own_prefect_servers()
 
-    from legival.cancel import cancellable
+    from legival.lifecycle.cancel import cancellable
 
     def stored() -> dict[str, int]:
         return {"rollouts_committed_by_this_run": BOARD.committed}

@@ -31,7 +31,7 @@ KINDS: tuple[str, ...] = get_args(Kind)
 
 BUILTIN_PACKAGES: tuple[str, ...] = (
     "legival_core.datasets",
-    "legival_core.grading.sources",
+    "legival_core.readers.sources",
     "legival_core.metrics",
     "legival_core.quality.groups",
     "legival_core.backends",

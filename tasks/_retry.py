@@ -20,7 +20,7 @@ def is_transient_generation(e: BaseException) -> bool:
     """Also a teacher endpoint that drops the connection or answers a status the model-server policy
     retries (`llm.errors.LENIENT_STATUSES`: 408/409/429/5xx), after the engine's own retries; never
     once a cancel was requested."""
-    from legival_core.stages.cancel import cancel_requested
+    from legival_core.lifecycle.cancel import cancel_requested
 
     if cancel_requested():
         return False

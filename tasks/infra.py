@@ -1,6 +1,6 @@
 """Fail fast on infrastructure that is not there: the Ray cluster of `execution.ray_address` and the
 Prefect API of PREFECT_API_URL each get `execution.connect_timeout_s` (15 s) to answer, checked before a
-run does any work (`legival.app.prepare_spec_run`) and again before `ray.init` (a deployment run), so
+run does any work (`legival.preflight.prepare_spec_run`) and again before `ray.init` (a deployment run), so
 that an address with nothing behind it is one error line naming it, not minutes of silence (Ray
 retries a missing cluster for ~150 s) and two tracebacks.
 

@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from legival_core.children import disown, own
-from legival_core.stages.cancel import raise_if_cancelled
+from legival_core.lifecycle.cancel import raise_if_cancelled
+from legival_core.lifecycle.children import disown, own
 
 READY = "legival-local-ray "
 """The helper's one line on standard output once Ray is up: READY + {"address": GCS address}."""
@@ -97,7 +97,7 @@ def start_head(num_cpus: int | None, timeout_s: float = START_TIMEOUT_S) -> Loca
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     head = LocalHead(process, "", log)
-    own(process.pid, "the local Ray's helper")  # with its Ray daemons, below it (legival_core.children)
+    own(process.pid, "the local Ray's helper")  # with its Ray daemons, below it (legival_core.lifecycle.children)
     try:
         head.address = _await_address(process, timeout_s)
     except LocalRayFailed as e:

@@ -24,7 +24,7 @@ from tasks.progress import BOARD, RunProgress, slug
 
 if TYPE_CHECKING:
     from legival_core.laps import Laps
-    from legival_core.spec import BenchmarkSpec
+    from legival_core.run_config import BenchmarkSpec
 
 log = logging.getLogger("legival.orchestration")
 
@@ -44,7 +44,7 @@ def run_logger() -> Any:
 def spec_name(path: str) -> str:
     """The spec's `name`; the file's stem if it does not load (the flow reports why)."""
     try:
-        from legival_core.spec import load_spec
+        from legival_core.run_config import load_spec
 
         return load_spec(path).name
     except Exception:  # noqa: BLE001

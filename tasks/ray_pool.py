@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from legival_core.spec import Execution
+from legival_core.lifecycle.cancel import Cancelled, cancel_requested, on_cancel, raise_if_cancelled
+from legival_core.run_config import Execution
 from legival_core.stages.base import Work, engine_for
-from legival_core.stages.cancel import Cancelled, cancel_requested, on_cancel, raise_if_cancelled
 from legival_core.stages.isolation import isolated
 from tasks.local_ray import LocalHead, start_head
 
@@ -408,7 +408,7 @@ def _python_keeps_sigterm() -> Iterator[None]:
     """Ray's C++ core installs abseil's failure-signal handler, which takes SIGTERM from Python and
     aborts the process (exit -6 and a stack dump), and its shutdown leaves SIGTERM at its default (the
     process then dies at once, exit -15, cleaning nothing): a cancel from Prefect or a scheduler must reach
-    the Python handlers instead (legival/cancel.py, Prefect's SIGTERM bridge). The process-wide
+    the Python handlers instead (legival/lifecycle/cancel.py, Prefect's SIGTERM bridge). The process-wide
     disposition is saved before and put back after, with `sigaction` (Python's `signal.signal` works
     on the main thread only, and Ray starts on its owner thread). Linux only; elsewhere nothing."""
     import ctypes

@@ -21,8 +21,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from legival_core.spec import BenchmarkSpec, Execution
-from legival_core.stages.cancel import Cancelled, cancel_reason, cancel_requested, raise_if_cancelled
+from legival_core.lifecycle.cancel import Cancelled, cancel_reason, cancel_requested, raise_if_cancelled
+from legival_core.run_config import BenchmarkSpec, Execution
 from legival_core.stages.registered import Job, RunContext, StageInfo, stage_info, summary_dict
 from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient

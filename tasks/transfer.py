@@ -9,7 +9,7 @@ chunks in flight and a rerun plans only what was not committed. It is the same `
 
 from __future__ import annotations
 
-from legival_core.spec import Execution
+from legival_core.run_config import Execution
 from legival_core.stages.transfer_shards import ShardResult, ShardStage, shard_job
 from legival_core.transfer.rollout_plan import StudentConfig
 from tasks.stages import run_shard_job

@@ -17,10 +17,10 @@ from legival_core.metrics.backtracking import BACKTRACKING
 from legival_core.metrics.redundancy import REDUNDANCY
 from legival_core.metrics.step_len import STEP_LEN
 from legival_core.metrics.token_len import TOKEN_LEN
+from legival_core.run_config import Efficiency, Transfer
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.spec import Efficiency, Transfer
 from legival_core.store import Store
-from legival_core.tokens import ENCODING_NAME
+from legival_core.token_count import ENCODING_NAME
 from legival_core.transfer.utility import bins_of
 from legival_core.types import canonical_json
 

@@ -36,7 +36,7 @@ def add_teacher(
 ) -> None:
     """Add a teacher to the spec (comments kept) and register its deployment in prefect.yaml."""
     from deployments.build import deployment_name, write_prefect_yaml
-    from legival_core.spec import SpecError, load_spec, parse_spec
+    from legival_core.run_config import SpecError, load_spec, parse_spec
 
     if bool(traces) == (model is not None):
         fail("give exactly one of --traces FILE or --model ID")
@@ -100,7 +100,7 @@ def add_teacher(
 def _source_lines(source: str, dataset: str | None, mapping: str | None, requests: Path | None,
                   problems: Path | None, base: Path) -> list[str]:
     """The teacher's trace-source keys (`format`, `dataset`, `map`, `requests`, `problems`) as spec lines."""
-    from legival_core.grading.sources import parse_mapping
+    from legival_core.readers.sources import parse_mapping
 
     try:
         pairs = parse_mapping(mapping)

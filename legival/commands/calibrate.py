@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import app, discard_if_unused, prepare_spec_run
+from legival.app import app
 from legival.console import emit_summary, fail, out_console
 from legival.flow_command import run_flow
 from legival.paths import Role
+from legival.preflight import discard_if_unused, prepare_spec_run
 
 
 @app.command()
@@ -27,7 +28,7 @@ def calibrate(
     """Measure the transfer on a sample (the first --traces traces of each teacher x dataset, every
     student, on the spec's engines) and store its timings: `legival plan` then estimates time from
     them. The sample's rollouts are kept; a run reuses them."""
-    from legival_core.spec import SpecError, load_spec
+    from legival_core.run_config import SpecError, load_spec
 
     t0 = time.perf_counter()
     try:  # before the store is created (`prepare_spec_run`): a spec with nothing to sample stores nothing

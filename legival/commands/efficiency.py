@@ -9,7 +9,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, progress_bar
-from legival_core.spec import Efficiency, default_of
+from legival_core.run_config import Efficiency, default_of
 
 
 @app.command()

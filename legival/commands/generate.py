@@ -9,10 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import app, open_store, prepare_spec_run
+from legival.app import app, open_store
 from legival.console import emit_summary, err_console, fail, progress_bar
 from legival.paths import Role
-from legival_core.spec import Generation, default_of
+from legival.preflight import prepare_spec_run
+from legival_core.run_config import Generation, default_of
 
 _GEN_HELP = "Generation backend: a registered backend (`legival list backends`); openai is a chat endpoint."
 

@@ -11,7 +11,7 @@ import typer
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
 from legival.paths import Role
-from legival_core.spec import Ingest, default_of
+from legival_core.run_config import Ingest, default_of
 
 
 @app.command()
@@ -45,7 +45,7 @@ def ingest(
         "instead of refusing the line; repaired records are counted.")] = False,
 ) -> None:
     """Import trace files and re-grade every trace with Legi-Val's graders."""
-    from legival_core.grading.sources import SourceOptions, parse_mapping
+    from legival_core.readers.sources import SourceOptions, parse_mapping
     from legival_core.stages.ingest import IngestError, ingest_file
     from legival_core.store import StoreError
 
@@ -88,7 +88,7 @@ def ingest(
                 for ex in s.disagreement_examples[:5]:
                     out_console.print(f"  disagreement: {ex}", markup=False, highlight=False, soft_wrap=True)
     except SystemExit:
-        from legival.app import discard_if_unused
+        from legival.preflight import discard_if_unused
 
         discard_if_unused(db.resolve(), created=not existed)  # refused: no empty store of ours left behind
         raise

@@ -14,7 +14,7 @@ from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console, progress_bar
 from legival.paths import Role
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S
-from legival_core.spec import Judge, default_of
+from legival_core.run_config import Judge, default_of
 
 DEFAULT_JUDGE = "gemini"
 """`legival judge` without --judge asks Gemini (a spec's `judge.name` defaults to `lexical`)."""

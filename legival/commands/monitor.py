@@ -9,11 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import DbOption, app, open_store, writable_dir
+from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, fail, progress_bar
 from legival.paths import Role
+from legival.preflight import writable_dir
 from legival_core.monitor.supervisor import MAX_NEW_TOKENS
-from legival_core.spec import Student, default_of
+from legival_core.run_config import Student, default_of
 
 DEFAULT_MODEL: str = default_of(Student, "model")
 

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from legival.app import app, prepare_spec_run
+from legival.app import app
 from legival.console import emit_summary, fail, out_console
 from legival.paths import Role
+from legival.preflight import prepare_spec_run
 
 
 @app.command()

@@ -9,10 +9,11 @@ from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app, open_store, settings, writable_dir
+from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, fail, out_console
 from legival.paths import Role
-from legival_core.spec import Efficiency, Report, Transfer, default_of
+from legival.preflight import writable_dir
+from legival_core.run_config import Efficiency, Report, Transfer, default_of
 
 
 @app.command()

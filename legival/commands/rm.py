@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
-from legival.app import DbOption, app, open_store, writable_dir
+from legival.app import DbOption, app, open_store
 from legival.console import emit_summary, fail, progress_bar
 from legival.paths import Role
+from legival.preflight import writable_dir
 from legival_core.reports.paper.rewards import N_BOOT
 from legival_core.rewards.models import spec_default
 

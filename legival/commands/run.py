@@ -9,10 +9,11 @@ from typing import Annotated
 
 import typer
 
-from legival.app import app, discard_if_unused, prepare_spec_run
+from legival.app import app
 from legival.console import emit_summary, out_console
 from legival.flow_command import exit_if_stages_failed, run_flow
 from legival.paths import Role
+from legival.preflight import discard_if_unused, prepare_spec_run
 
 
 @app.command()

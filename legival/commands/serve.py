@@ -9,8 +9,8 @@ import typer
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail
-from legival.serving import Refusals, is_loopback, stop_signals, until_stopped
-from legival_core.spec import Efficiency, Report, Transfer, default_of
+from legival.lifecycle.servers import Refusals, is_loopback, stop_signals, until_stopped
+from legival_core.run_config import Efficiency, Report, Transfer, default_of
 
 
 @app.command()

@@ -11,7 +11,7 @@ import typer
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, err_console, fail, out_console
 from legival.paths import Role
-from legival_core.spec import Transfer, default_of
+from legival_core.run_config import Transfer, default_of
 from legival_core.study.serve_settings import StudyServeSettings
 from legival_core.study.settings import StudySettings
 
@@ -70,7 +70,7 @@ def create(
     from legival_core.store.study import StudyExists
     from legival_core.study.create import create_study
     from legival_core.study.design import DesignError
-    from legival_core.study.tokens import KeyFileError
+    from legival_core.study.links import KeyFileError
 
     t0 = time.perf_counter()
     chosen = tuple(t.strip() for t in teachers.split(",") if t.strip()) if teachers is not None else ()
@@ -105,7 +105,7 @@ def create(
                  f"key file: {made.key_file} (mode 0600; the links derive from it: keep it, never share it)",
                  "links (paths on the server; `legival study serve` prints full addresses):"):
         _say(line)
-    from legival_core.study.tokens import ADMIN_CODE, admin_link, participant_link
+    from legival_core.study.links import ADMIN_CODE, admin_link, participant_link
 
     for code, tok in made.links:
         _say(f"  {code}  {admin_link(tok) if code == ADMIN_CODE else participant_link(tok)}")
@@ -165,12 +165,10 @@ def serve(
     participant's link and the admin's on standard output (the only place tokens appear)."""
     import signal
 
-    from legival.serving import Refusals, is_loopback, stop_signals, until_stopped
+    from legival.lifecycle.servers import Refusals, is_loopback, stop_signals, until_stopped
     from legival_core.store.study import participants as people
     from legival_core.store.study import study_names
-    from legival_core.study.served import ServedStudy, StudyServed
-    from legival_core.study.server import ServerStats, make_study_server
-    from legival_core.study.tokens import (
+    from legival_core.study.links import (
         ADMIN_CODE,
         KeyFileError,
         admin_link,
@@ -178,6 +176,8 @@ def serve(
         study_key,
         token,
     )
+    from legival_core.study.served import ServedStudy, StudyServed
+    from legival_core.study.server import ServerStats, make_study_server
     from legival_core.web.guard import AllowedHosts, BadHostName
     from legival_core.web.server import PortInUse, ServerFailed
 

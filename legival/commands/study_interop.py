@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def _study_key(store: Store, db: Path, name: str) -> bytes:
     """The study's key (item keys derive from it), or exit with the reason."""
     from legival_core.store.study import study_names
-    from legival_core.study.tokens import KeyFileError, study_key
+    from legival_core.study.links import KeyFileError, study_key
 
     known = study_names(store)
     if name not in known:

@@ -10,7 +10,7 @@ import typer
 
 from legival.app import DbOption, app, open_store, settings
 from legival.console import emit_summary, fail, progress_bar
-from legival_core.spec import Execution, Student, Transfer, default_of
+from legival_core.run_config import Execution, Student, Transfer, default_of
 
 
 @app.command()

@@ -25,9 +25,9 @@ def z3(
     """Z3 logical verification of arithmetic IRs; one output record per input record (a record that
     cannot be verified gets z3_status 'invalid_ir' or 'error' and the reason in z3_error). FILE may be
     gzip- or zstd-compressed."""
-    from legival_core.grading.input_files import InputFileError
-    from legival_core.grading.records import LineProblem, read_jsonl_records
     from legival_core.quality.z3_verify import verify_records
+    from legival_core.readers.input_files import InputFileError
+    from legival_core.readers.records import LineProblem, read_jsonl_records
 
     if timeout_ms < 1:
         fail(f"--timeout-ms must be at least 1 (milliseconds; Z3 reads 0 as no limit), not {timeout_ms}")

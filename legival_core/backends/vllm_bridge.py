@@ -21,7 +21,7 @@ from typing import IO, Any
 from legival_core.backends.base import ChatMessage, Completion, GenerationRequest
 from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.backends.vllm_backend import PrefixCacheCounters, VllmOptions
-from legival_core.children import disown, own
+from legival_core.lifecycle.children import disown, own
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SETUP_HINT = "bash scripts/setup_vllm_cpu.sh"
@@ -107,7 +107,7 @@ class VllmSubprocessBackend:
             text=True,
             encoding="utf-8",
         )
-        own(self._proc.pid, "a vLLM worker")  # its engine processes below it (legival_core.children)
+        own(self._proc.pid, "a vLLM worker")  # its engine processes below it (legival_core.lifecycle.children)
         ready = self._read(timeout_s=startup_timeout_s)
         self.model_id: str = str(ready["model_id"])
         self.context_length: int = int(ready["context_length"])

@@ -16,8 +16,8 @@ from typing import Any
 
 from legival_core.datasets.base import Role, get_dataset
 from legival_core.grading.grader import DEFAULT_PRED_FORMAT, PRED_FORMATS, PredFormat, grade_pred
-from legival_core.grading.input_files import InputFileError
-from legival_core.grading.records import LineProblem, read_jsonl_records
+from legival_core.readers.input_files import InputFileError
+from legival_core.readers.records import LineProblem, read_jsonl_records
 from legival_core.types import Problem
 
 

@@ -17,7 +17,7 @@ from legival_core.grading import (
     groups_correct,
     parse_groups,
 )
-from legival_core.grading.records import field, read_jsonl
+from legival_core.readers.records import field, read_jsonl
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "connections-1"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, letter_answers
-from legival_core.grading.input_files import InputFileError, read_lines, supported
+from legival_core.readers.input_files import InputFileError, read_lines, supported
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "gpqa-1"

@@ -8,9 +8,9 @@ from pathlib import Path
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, Candidate, bare_numbers, boxed_spans, hash_answers
 from legival_core.grading.extract import phrase_answers
-from legival_core.grading.input_files import input_stem
 from legival_core.grading.numeric import number_in, numbers_equal, to_fraction
-from legival_core.grading.records import field, read_jsonl
+from legival_core.readers.input_files import input_stem
+from legival_core.readers.records import field, read_jsonl
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "gsm8k-2"

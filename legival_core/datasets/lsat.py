@@ -14,8 +14,8 @@ from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, letter_answers
-from legival_core.grading.input_files import input_stem
-from legival_core.grading.records import field, read_jsonl
+from legival_core.readers.input_files import input_stem
+from legival_core.readers.records import field, read_jsonl
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "lsat-1"

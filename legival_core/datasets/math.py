@@ -9,7 +9,7 @@ from pathlib import Path
 from legival_core.datasets.base import DatasetSpec, register_dataset
 from legival_core.grading import AnswerGrader, Candidate, boxed_spans, last_boxed, math_equivalent
 from legival_core.grading.extract import phrase_answers
-from legival_core.grading.records import field, read_jsonl
+from legival_core.readers.records import field, read_jsonl
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "math-1"

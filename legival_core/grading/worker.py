@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Literal
 
-from legival_core.children import disown, own
+from legival_core.lifecycle.children import disown, own
 
 DEFAULT_TIMEOUT_S = 5.0
 _timeout_s = DEFAULT_TIMEOUT_S

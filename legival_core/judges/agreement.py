@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from legival_core import untrusted_json
-from legival_core.grading.input_files import COMPRESSED_SUFFIXES, InputFileError, read_lines, sniff, supported
-from legival_core.grading.records import LineProblem, read_jsonl_records
+from legival_core.readers.input_files import COMPRESSED_SUFFIXES, InputFileError, read_lines, sniff, supported
+from legival_core.readers.records import LineProblem, read_jsonl_records
 
 JUDGE = "judge"
 

@@ -8,7 +8,7 @@ to build), whether it needs a model id, and whether it has a provider batch API.
 that record and nothing else, so a new judge is one module in this package and no edit here.
 
 This module takes plain arguments (a domain module does not read the spec): the caller passes the
-spec's values (`legival_core.spec.Judge`), which are the only defaults.
+spec's values (`legival_core.run_config.Judge`), which are the only defaults.
 """
 
 from __future__ import annotations

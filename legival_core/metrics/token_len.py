@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from legival_core.metrics.base import MetricValue, TraceMetric, TraceText, metric
-from legival_core.tokens import ENCODING_NAME, token_lens
+from legival_core.token_count import ENCODING_NAME, token_lens
 
 if TYPE_CHECKING:
     import polars as pl

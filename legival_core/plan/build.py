@@ -26,7 +26,7 @@ from legival_core.plan.model import BenchmarkPlan, GenerationPlan, ShardPlan
 from legival_core.plan.prompts import ZERO, PromptCounter, PromptTokens
 from legival_core.plan.throughput import Table, ThroughputError, load_table
 from legival_core.plan.timing import expected_decode, max_batch_of, shard_work, student_times
-from legival_core.spec import BenchmarkSpec, Teacher
+from legival_core.run_config import BenchmarkSpec, Teacher
 from legival_core.stages.base import required, run_stage
 from legival_core.stages.registered import Job, RunContext, stages_in_order
 from legival_core.stages.transfer import MissingRollouts, TransferTrace

@@ -19,9 +19,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from legival_core.grading.input_files import record_limit
-from legival_core.grading.sources import OWN, choose
-from legival_core.grading.trace_records import (
+from legival_core.readers.input_files import record_limit
+from legival_core.readers.sources import OWN, choose
+from legival_core.readers.trace_records import (
     IngestError,
     ParsedLine,
     dedupe_problems,
@@ -31,7 +31,7 @@ from legival_core.grading.trace_records import (
     read_records,
     trace_row,
 )
-from legival_core.spec import Ingest, Teacher
+from legival_core.run_config import Ingest, Teacher
 from legival_core.stages.base import InProcessExecutor
 from legival_core.stages.ingest import GradedLine, IngestStage, ingest_spec_file, select_records
 from legival_core.stages.isolation import StageFailures, current, split_failures

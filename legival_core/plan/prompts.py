@@ -57,7 +57,7 @@ class PromptCounter:
     def text_tokens(self, text: str) -> int:
         """Tokens of a plain text (the forcing text a forced rollout's prompt grows by)."""
         if self.tokenizer is None:
-            from legival_core.tokens import encoding
+            from legival_core.token_count import encoding
 
             return len(encoding().encode_ordinary(text))
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -101,7 +101,7 @@ class PromptCounter:
     def _estimate(self, system: str, question: str, plans: Sequence[PlannedRollout]) -> list[int]:
         """cl100k tokens of the system prompt and question, a template allowance, and the deepest
         prefix's tokens per character applied to each prefix's length."""
-        from legival_core.tokens import encoding
+        from legival_core.token_count import encoding
 
         enc = encoding()
         head = len(enc.encode_ordinary(system)) + len(enc.encode_ordinary(question)) + TEMPLATE_ALLOWANCE

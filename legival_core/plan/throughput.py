@@ -39,7 +39,7 @@ class Row(BaseModel):
         "the models this row is for alone (ids as in `models:`); such a row wins over the rows by size"))
     prefill_tok_s: float = Field(gt=0, description="prompt tokens computed per second")
     decode_tok_s: float = Field(gt=0, description="tokens generated per second, the per-step cost apart")
-    step_s: float = Field(ge=0, description="seconds of one forward pass (weights read once), whatever the batch")
+    decode_step_s: float = Field(ge=0, description="seconds of one forward pass (weights read once), whatever the batch")
     context_tok_s: float = Field(gt=0, description="context tokens attended to per second while decoding")
     chunk_s: float = Field(ge=0, description="fixed seconds per chunk (calls, tokenizing, grading)")
     load_s: float = Field(ge=0, description="seconds to start an engine (load the model)")
@@ -55,7 +55,7 @@ class Row(BaseModel):
         return self
 
     def rates(self) -> Rates:
-        return Rates(self.chunk_s, self.prefill_tok_s, self.step_s, self.decode_tok_s, self.context_tok_s, self.load_s)
+        return Rates(self.chunk_s, self.prefill_tok_s, self.decode_step_s, self.decode_tok_s, self.context_tok_s, self.load_s)
 
 
 class DecodeDefaults(BaseModel):

@@ -22,7 +22,7 @@ from legival_core.plan.calibration import EngineRates, Signature, calibrated
 from legival_core.plan.model import BenchmarkPlan, StudentTime
 from legival_core.plan.throughput import DecodeDefaults, Table, ThroughputError
 from legival_core.registry import entry
-from legival_core.spec import BenchmarkSpec
+from legival_core.run_config import BenchmarkSpec
 from legival_core.stages.base import engine_for
 from legival_core.store import Store
 from legival_core.store.timings import decode_counts
@@ -161,7 +161,7 @@ def generation_work(problems: int, budget: int, batch: int) -> EngineWork:
     """A teacher's generations at their full budget (an upper bound): calls of `batch` problems, each
     decoding `budget` steps; the prompts' few hundred tokens are left out next to the budget."""
     calls = math.ceil(problems / max(1, batch))
-    return EngineWork(chunks=calls, prefill=0, steps=calls * budget, decode=problems * budget,
+    return EngineWork(chunks=calls, prefill=0, decode_steps=calls * budget, decode=problems * budget,
                       context=problems * decode_context(0, budget))
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from legival_core.metrics.base import Efficiency
-    from legival_core.spec import BenchmarkSpec
+    from legival_core.run_config import BenchmarkSpec
 
 ALL = "all"
 """The `dataset` of a teacher-level row (as in rank_points.csv)."""

@@ -26,9 +26,9 @@ from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from legival_core.children import disown, own
+from legival_core.lifecycle.cancel import raise_if_cancelled
+from legival_core.lifecycle.children import disown, own
 from legival_core.registry import entry, is_registered
-from legival_core.stages.cancel import raise_if_cancelled
 from legival_core.stages.isolation import (
     StageFailures,
     UnitFailure,
@@ -228,7 +228,7 @@ class _ProcessRunner(Generic[U, R]):
 
     def _own(self) -> None:
         """The pool's processes (started by the first submits) as this process's children: ended by
-        the guardian if this process dies first (`legival_core.children`)."""
+        the guardian if this process dies first (`legival_core.lifecycle.children`)."""
         for pid in list(getattr(self.pool, "_processes", None) or {}):
             if pid not in self._owned:
                 self._owned.add(pid)

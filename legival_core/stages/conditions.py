@@ -18,11 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from legival_core.crashlog import causes, summarize
-from legival_core.grading.trace_records import IngestError
 from legival_core.llm.cost import CostLimitExceeded
 from legival_core.llm.errors import LLMError
+from legival_core.readers.trace_records import IngestError
 from legival_core.registry import PluginError
-from legival_core.spec import SpecError
+from legival_core.run_config import SpecError
 from legival_core.store import StoreError
 
 

@@ -25,8 +25,8 @@ from typing import Any
 from legival_core.embed import Embedder, embedding_key, sentence_hash
 from legival_core.metrics.base import MetricValue, TraceText, stored_trace_metrics
 from legival_core.metrics.redundancy import REDUNDANCY, max_prev_similarity, redundancy, similarity_model
+from legival_core.run_config import Efficiency
 from legival_core.segment import SEGMENTER_VERSION, sentence_spans
-from legival_core.spec import Efficiency
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
 from legival_core.stages.registered import Job, RunContext, register_stage
 from legival_core.store import Store

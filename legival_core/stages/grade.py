@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from legival_core.datasets.base import current_graders, get_dataset, grader_key
-from legival_core.grading.trace_records import grade_row, problem_of_row
+from legival_core.readers.trace_records import grade_row, problem_of_row
 from legival_core.registry import is_registered
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
 from legival_core.stages.registered import Job, RunContext, register_stage, stage_jobs

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from legival_core import untrusted_json
-from legival_core.grading.input_files import InputFileError, record_limit
-from legival_core.grading.sources import AUTO, OWN, SourceOptions, read_source, source_info, unit_key
-from legival_core.grading.trace_records import (
+from legival_core.readers.input_files import InputFileError, record_limit
+from legival_core.readers.sources import AUTO, OWN, SourceOptions, read_source, source_info, unit_key
+from legival_core.readers.trace_records import (
     IngestError,
     ParsedLine,
     SkippedUnit,
@@ -44,7 +44,7 @@ from legival_core.grading.trace_records import (
     read_records,
     trace_row,
 )
-from legival_core.spec import Ingest, Teacher
+from legival_core.run_config import Ingest, Teacher
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
 from legival_core.stages.grade import grade_teacher
 from legival_core.stages.isolation import UnitFailure, split_failures

@@ -32,7 +32,7 @@ from typing import Any
 from legival_core.crashlog import summarize
 from legival_core.llm.errors import EndpointRefused, TransientError
 from legival_core.llm.retry import GaveUp
-from legival_core.spec import Execution, default_of
+from legival_core.run_config import Execution, default_of
 
 MAX_FAILED_IN_A_ROW = 3
 """Units failing alone one after the other, with no success between: past this the worker is broken."""

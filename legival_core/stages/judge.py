@@ -51,7 +51,7 @@ from legival_core.judges.judging import (
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S, JudgeError, JudgeRequest
 from legival_core.llm.breaker import Breaker
 from legival_core.metrics.backtracking import BACKTRACKING
-from legival_core.spec import Efficiency, Judge
+from legival_core.run_config import Efficiency, Judge
 from legival_core.stages.base import (
     Executor,
     Given,

@@ -47,7 +47,7 @@ from legival_core.types import content_hash
 if TYPE_CHECKING:
     import polars as pl
 
-    from legival_core.spec import Monitor, SupervisorModel
+    from legival_core.run_config import Monitor, SupervisorModel
 
 COLUMNS = ("item_key", "supervisor_key", "supervisor", "trace_id", "teacher", "dataset", "problem_id",
            "condition", "label_incorrect", "predicted_incorrect", "status", "sabotage_kind", "sabotage_step",

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from legival_core.registry import entries, entry, register
-from legival_core.spec import BenchmarkSpec, Teacher
+from legival_core.run_config import BenchmarkSpec, Teacher
 from legival_core.stages.base import Executor, Progress, Stage, StoreAccess, Work, run_stage
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from legival_core.datasets.base import current_graders, get_dataset
 from legival_core.grading.grader import grade_pred
-from legival_core.grading.trace_records import problem_of_row
+from legival_core.readers.trace_records import problem_of_row
 from legival_core.registry import is_registered
 from legival_core.stages.base import Executor, Plan, StoreAccess, Work, run_stage
 from legival_core.stages.registered import Job, RunContext, register_stage, stage_jobs

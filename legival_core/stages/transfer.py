@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     import polars as pl
 
 STAT_FIELDS = ("forced", "overflow", "prompt_tokens", "prefill_computed", "prefill_cached", "decode_tokens",
-               "chunks", "steps", "context", "compute_s", "load_s")
+               "chunks", "decode_steps", "context", "compute_s", "load_s")
 
 
 MIN_COMMITS = 8
@@ -80,7 +80,7 @@ class TransferSummary:
     prefill_cached: int = 0
     decode_tokens: int = 0
     chunks: int = 0
-    steps: int = 0
+    decode_steps: int = 0
     """Forward passes of the engines (`legival_core.transfer.cost`: prefilled prompts and decode steps)."""
     context: int = 0
     """Tokens attended to while decoding (`cost.decode_context`, summed over the rollouts)."""
@@ -111,7 +111,7 @@ class TransferSummary:
     @property
     def work(self) -> EngineWork:
         """The cost model's view of what the engines computed."""
-        return EngineWork(self.chunks, self.prefill_computed, self.steps, self.decode_tokens, self.context)
+        return EngineWork(self.chunks, self.prefill_computed, self.decode_steps, self.decode_tokens, self.context)
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,8 +461,8 @@ def _set_grade(row: dict[str, Any], g: Grade) -> None:
 
 
 def _add_work(s: TransferSummary, work: EngineWork) -> None:
-    """Steps and context of a pass (its tokens are counted per completion by `_account`)."""
-    s.steps += round(work.steps)
+    """Decode steps and context of a pass (its tokens are counted per completion by `_account`)."""
+    s.decode_steps += round(work.decode_steps)
     s.context += round(work.context)
 
 

@@ -43,7 +43,7 @@ def timing_row(t: Timing, c: StudentConfig, teacher: str | None, dataset: str | 
         "host": next((b.host for b in results if b.host), summary.host), "engines": t.engines,
         "chunks": int(stats.get("chunks", 0)), "rollouts": sum(len(b.rows) for b in results),
         "forced": int(stats.get("forced", 0)), "prefill": stats.get("prefill_computed", 0),
-        "steps": stats.get("steps", 0), "decode": stats.get("decode_tokens", 0),
+        "decode_steps": stats.get("decode_steps", 0), "decode": stats.get("decode_tokens", 0),
         "context": stats.get("context", 0), "compute_s": stats.get("compute_s", 0.0),
         "load_s": stats.get("load_s", 0.0), "load_started": min(started) if started else None,
         "shard_started": summary.started, "committed": time.time(),

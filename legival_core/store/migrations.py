@@ -1,9 +1,10 @@
 """Store schema versions: the version a store file records, and the migrations that bring an older one
 up to this code's `SCHEMA_VERSION`.
 
-Every store records `meta.schema_version`. Legi-Val has written "1" since its first commit (cacfffb),
-in the same open that created the tables; the tables added since (`sentence_embeddings`, `runs`,
-`run_metrics`) came without a bump because `CREATE TABLE IF NOT EXISTS` adds them to an older store on
+Every store records `meta.schema_version`, in the same open that created the tables. Legi-Val wrote "1"
+from its first commit (cacfffb) and writes "2" since issue 46 (`_to_2`: the decode steps' column and
+the step-events stage renamed). The tables added under "1" (`sentence_embeddings`, `runs`,
+`run_metrics`, ...) came without a bump because `CREATE TABLE IF NOT EXISTS` adds them to an older store on
 its next writable open (`Store`), and no column changed. A file with tables but no version row (an open
 that stopped between creating the tables and recording the version, or a file not written by
 Legi-Val) is version 0: its tables are some of version 1's, and the migration to 1 creates the rest.
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from legival_core.store.schema import DDL
+from legival_core.store.schema_v1 import DDL_V1
 
 if TYPE_CHECKING:
     import duckdb
@@ -33,11 +34,28 @@ Migration = Callable[["duckdb.DuckDBPyConnection"], None]
 
 
 def _to_1(con: duckdb.DuckDBPyConnection) -> None:
-    """0 -> 1: the tables of version 1 that the store lacks (version 1's `DDL` is today's)."""
-    con.execute(DDL).fetchall()
+    """0 -> 1: the tables of version 1 that the store lacks (`schema_v1.DDL_V1`)."""
+    con.execute(DDL_V1).fetchall()
 
 
-MIGRATIONS: list[Migration] = [_to_1]
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    return {r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND table_catalog = current_database() AND table_name = ?", [table]).fetchall()}
+
+
+def _to_2(con: duckdb.DuckDBPyConnection) -> None:
+    """1 -> 2 (one meaning per name, issue 46): "steps" meant three things. The segmentation's `steps`
+    table keeps its name; the engines' forward passes in `transfer_timings` become `decode_steps`; the
+    stage that writes `step_events` is `step_events` (it was `steps`) in the failure tables."""
+    if "steps" in _columns(con, "transfer_timings"):
+        con.execute("ALTER TABLE transfer_timings RENAME COLUMN steps TO decode_steps").fetchall()
+    for table in ("unit_failures", "stage_failures"):
+        if "stage" in _columns(con, table):
+            con.execute(f"UPDATE {table} SET stage = 'step_events' WHERE stage = 'steps'").fetchall()
+
+
+MIGRATIONS: list[Migration] = [_to_1, _to_2]
 """`MIGRATIONS[k]`: schema k -> k+1, run inside the opening transaction (no COMMIT of its own)."""
 
 

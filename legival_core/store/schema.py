@@ -10,7 +10,7 @@ plan reads the text of a few hundred traces of a cell per shard; on the paper-sc
 for a column ~4.6x larger there. Stores created before keep the compression DuckDB chose (same shape,
 same version).
 
-`step_events` (the steps stage, docs/steps.md) is written only by `store.steps.replace_step_events`,
+`step_events` (the step_events stage, docs/step_events.md) is written only by `store.step_events.replace_step_events`,
 which deletes a pair's rows and inserts its new ones in one transaction. Its key's index costs time
 and room (inserting 5.8 M such rows, the paper-scale store's count, in commits of 200k: 7.9 s with it,
 3.6 s without; 665 MB on disk against 208 MB), and is kept all the same: every table has a key, which
@@ -20,14 +20,14 @@ The `study_*` tables (human studies, docs/study.md "Tables") are added the same 
 bump: written by `store.study` only. A study's design (`studies`, `study_items`, `study_participants`,
 `study_assignments`) is written once, in one transaction; `study_answers` holds one answer per
 (participant, item), its key refusing a second; a participant's position is the count of their answers.
-`study_participants` keeps the SHA-256 of each token, never a token (`legival_core/study/tokens.py`).
+`study_participants` keeps the SHA-256 of each token, never a token (`legival_core/study/links.py`).
 `study_grades` (the `study` stage, docs/study.md "Analysis") holds one grade per answer, by the grader
 version in `grader_version` (`<dataset>@<version>`): a grader bump replaces the row.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -116,7 +116,7 @@ CREATE TABLE IF NOT EXISTS transfer_timings (
     model VARCHAR NOT NULL, backend VARCHAR NOT NULL, dtype VARCHAR NOT NULL, accelerator VARCHAR NOT NULL,
     device VARCHAR NOT NULL, host VARCHAR NOT NULL, engines INTEGER NOT NULL,
     chunks INTEGER NOT NULL, rollouts INTEGER NOT NULL, forced INTEGER NOT NULL, prefill DOUBLE NOT NULL,
-    steps DOUBLE NOT NULL, decode DOUBLE NOT NULL, context DOUBLE NOT NULL, compute_s DOUBLE NOT NULL,
+    decode_steps DOUBLE NOT NULL, decode DOUBLE NOT NULL, context DOUBLE NOT NULL, compute_s DOUBLE NOT NULL,
     load_s DOUBLE NOT NULL, load_started DOUBLE, shard_started DOUBLE NOT NULL, committed DOUBLE NOT NULL,
     PRIMARY KEY (run_id, teacher, dataset, student_key, batch));
 CREATE TABLE IF NOT EXISTS run_metrics (

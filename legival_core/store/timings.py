@@ -15,7 +15,7 @@ _PER_SHARD = (
     "SELECT run_id, any_value(source) AS source, teacher, dataset, student, any_value(device) AS device, "
     "any_value(host) AS host, max(engines) AS engines, sum(chunks)::DOUBLE AS chunks, "
     "sum(rollouts)::BIGINT AS rollouts, sum(forced)::BIGINT AS forced, sum(prefill) AS prefill, "
-    "sum(steps) AS steps, sum(decode) AS decode, "
+    "sum(decode_steps) AS decode_steps, sum(decode) AS decode, "
     "sum(context) AS context, sum(compute_s) AS compute_s, sum(load_s) AS load_s, "
     "min(load_started) AS load_started, min(shard_started) AS shard_started, max(committed) AS ended, "
     "coalesce(list(load_started ORDER BY batch) FILTER (WHERE load_s > 0 AND load_started IS NOT NULL), []) "
@@ -44,7 +44,7 @@ def _no_shards() -> pl.DataFrame:
     import polars as pl
 
     text = ("run_id", "source", "teacher", "dataset", "student", "device", "host")
-    numbers = ("engines", "chunks", "rollouts", "forced", "prefill", "steps", "decode", "context", "compute_s",
+    numbers = ("engines", "chunks", "rollouts", "forced", "prefill", "decode_steps", "decode", "context", "compute_s",
                "load_s", "load_started", "shard_started", "ended")
     lists = ("load_starts", "load_lengths")
     return pl.DataFrame(schema={**dict.fromkeys(text, pl.Utf8), **dict.fromkeys(numbers, pl.Float64),

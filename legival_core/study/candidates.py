@@ -1,7 +1,7 @@
 """What a study is designed from: the store's transfer traces (SPEC section 4: graded correct by the
 current grader of their dataset, complete, m >= 1 steps, the same rows `legival transfer` rolls out),
-with `answer_first`, the first step that states the gold answer (`transfer.steps.stated`, the cheap
-detection of the steps stage: the dataset grader's own reading of a step holding the gold as a token).
+with `answer_first`, the first step that states the gold answer (`transfer.step_events.stated`, the cheap
+detection of the step_events stage: the dataset grader's own reading of a step holding the gold as a token).
 
 The text is read only to find `answer_first`, and only for a seeded sample of `PROBE` traces: an
 attention check needs a few dozen such traces, not every trace's text of a paper-scale store.
@@ -15,7 +15,7 @@ from legival_core.datasets.base import current_graders
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import planner
 from legival_core.store.db import Store
-from legival_core.transfer.steps import stated
+from legival_core.transfer.step_events import stated
 
 if TYPE_CHECKING:
     import polars as pl

@@ -11,8 +11,8 @@ from legival_core.store import study as reads
 from legival_core.store.db import Store
 from legival_core.study.candidates import transfer_candidates, with_answer_first
 from legival_core.study.design import Design, DesignError, StudyConfig, design_study, participant_codes
+from legival_core.study.links import ADMIN_CODE, KeyFileError, create_key, key_path, token, token_sha256
 from legival_core.study.settings import StudySettings
-from legival_core.study.tokens import ADMIN_CODE, KeyFileError, create_key, key_path, token, token_sha256
 
 DEFAULT_CONSENT = """\
 You are invited to take part in a research study on how easy it is to follow written reasoning.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from legival_core.spec.base import Strict
+from legival_core.run_config.base import Strict
 
 
 class StudyServeSettings(Strict):

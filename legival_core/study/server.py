@@ -49,8 +49,8 @@ from legival_core.safe_csv import neutralised
 from legival_core.store.study import Participant
 from legival_core.study import pages
 from legival_core.study.answers import AnswerRefused, checked_answer, rating_of_form
+from legival_core.study.links import token_sha256
 from legival_core.study.served import ServedStudy
-from legival_core.study.tokens import token_sha256
 from legival_core.web.guard import AllowedHosts, HostGuard, Refused
 from legival_core.web.server import HEAD_TIMEOUT_S, LocalServer, bind
 

@@ -7,7 +7,7 @@ import re
 
 from pydantic import Field, field_validator
 
-from legival_core.spec.base import Strict
+from legival_core.run_config.base import Strict
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 """A study's name: it names the key file (`<db>.studies/<name>.key`), so no path separator."""

@@ -8,7 +8,7 @@ quantities, its `EngineWork`:
 
     seconds = chunks * chunk_s                 fixed cost of a chunk (tokenizing, grading, the calls)
             + prefill / prefill_tok_s          prompt tokens computed (after prefix sharing)
-            + steps * step_s                   forward passes: each reads every weight once, whatever
+            + decode_steps * decode_step_s                   forward passes: each reads every weight once, whatever
                                                the batch (a prefilled prompt, a decode step of a batch)
             + decode / decode_tok_s            tokens generated (their per-row compute)
             + context / context_tok_s          attention: for every generated token, the tokens before
@@ -38,7 +38,7 @@ class EngineWork:
 
     chunks: float = 0
     prefill: float = 0
-    steps: float = 0
+    decode_steps: float = 0
     decode: float = 0
     context: float = 0
 
@@ -61,7 +61,7 @@ class Rates:
 
     chunk_s: float
     prefill_tok_s: float
-    step_s: float
+    decode_step_s: float
     decode_tok_s: float
     context_tok_s: float
     load_s: float
@@ -70,12 +70,12 @@ class Rates:
 
     def seconds(self, work: EngineWork) -> float:
         """Engine-seconds of `work` (the load not included)."""
-        return (work.chunks * self.chunk_s + work.prefill / self.prefill_tok_s + work.steps * self.step_s
+        return (work.chunks * self.chunk_s + work.prefill / self.prefill_tok_s + work.decode_steps * self.decode_step_s
                 + work.decode / self.decode_tok_s + work.context / self.context_tok_s)
 
     def times(self, factor: float) -> Rates:
         """Every cost `factor` times larger (a calibration keeps the row's proportions), the load apart."""
-        return Rates(self.chunk_s * factor, self.prefill_tok_s / factor, self.step_s * factor,
+        return Rates(self.chunk_s * factor, self.prefill_tok_s / factor, self.decode_step_s * factor,
                      self.decode_tok_s / factor, self.context_tok_s / factor, self.load_s)
 
 
@@ -104,7 +104,7 @@ def pass_work(completions: Sequence[Completion], max_batch: int | None) -> Engin
     return EngineWork(
         chunks=0,
         prefill=sum(c.prefill_computed for c in live),
-        steps=prefilled + batches(decoding, max_batch) * max(0, longest - 1),
+        decode_steps=prefilled + batches(decoding, max_batch) * max(0, longest - 1),
         decode=sum(c.completion_tokens for c in live),
         context=sum(decode_context(c.prompt_tokens, c.completion_tokens) for c in live),
     )
@@ -157,7 +157,7 @@ def planned_chunk(traces: Sequence[Sequence[int]], expect: Expected, max_batch: 
     computed = sum(max(t) + len(t) - 1 for t in traces if t)
     work = EngineWork(
         chunks=1, prefill=computed,
-        steps=sum(1 for t in traces if t) + batches(n, max_batch) * max(0.0, first.longest(min(n, max_batch or n)) - 1),
+        decode_steps=sum(1 for t in traces if t) + batches(n, max_batch) * max(0.0, first.longest(min(n, max_batch or n)) - 1),
         decode=n * first.mean,
         context=sum(decode_context(s, first.mean) for s in sizes),
     )
@@ -171,7 +171,7 @@ def planned_chunk(traces: Sequence[Sequence[int]], expect: Expected, max_batch: 
     return work + EngineWork(
         chunks=0,
         prefill=roots * mean_size + f * grown,
-        steps=f + batches(rows, max_batch) * max(0.0, forced.longest(min(rows, max_batch or rows)) - 1),
+        decode_steps=f + batches(rows, max_batch) * max(0.0, forced.longest(min(rows, max_batch or rows)) - 1),
         decode=f * forced.mean,
         context=share * sum(decode_context(s + grown, forced.mean) for s in sizes),
     )

@@ -32,7 +32,7 @@ PROMPT_VERSION = "a1-v1"
 class StudentConfig:
     """A student: a model plus everything that changes its outputs (never timeouts/concurrency).
 
-    Built from the spec (`legival_core.spec.Student.config`, or `spec.student_config(**overrides)`),
+    Built from the spec (`legival_core.run_config.Student.config`, or `spec.student_config(**overrides)`),
     which holds every default; this record has none of its own."""
 
     name: str

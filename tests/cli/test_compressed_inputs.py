@@ -387,7 +387,7 @@ def test_a_named_pipe_with_no_writer_says_so_and_a_signal_ends_the_wait(tmp_path
 @pytest.mark.parametrize("select", [None, "t1"])
 def test_a_spec_teacher_reads_under_its_ingest_sections_limit(tmp_path: Path, select: str | None) -> None:
     """`ingest: {max_record_bytes: N}` holds a spec teacher's lines to N, its `select:` copy included."""
-    from legival_core.spec import Ingest
+    from legival_core.run_config import Ingest
     from legival_core.stages.ingest import IngestError, ingest_spec_file
 
     f = tmp_path / "long.jsonl.gz"

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from legival_core.grading.trace_records import DEFAULT_LIMITS, checked_text
+from legival_core.readers.trace_records import DEFAULT_LIMITS, checked_text
 from legival_core.store import Store
 from tests._cli import legival
 from tests._sql import rows

@@ -20,7 +20,7 @@ import pytest
 from legival.cli import app
 from legival.paths import OUTPUTS, Role, command_infos, path_params
 from legival_core.outputs import MANIFEST
-from legival_core.study.tokens import key_path
+from legival_core.study.links import key_path
 from tests._cli import legival
 from tests.core.study.server_store import STUDY, make_served_study
 

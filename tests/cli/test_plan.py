@@ -44,7 +44,7 @@ def test_plan_on_a_fresh_store_predicts_the_demo_run(tmp_path: Path) -> None:
     assert plan["times"][0]["accelerator"] == "cpu" and plan["times"][0]["seconds"] > 0
     # time (issue 28): per shard its expected engine seconds, per student an engine start plus its
     # shards' seconds on its one engine; the students take turns, so the run's time is their sum
-    assert all(sh["seconds"] > 0 and sh["work"]["steps"] > 0 for sh in plan["shards"])
+    assert all(sh["seconds"] > 0 and sh["work"]["decode_steps"] > 0 for sh in plan["shards"])
     for t in plan["times"]:
         mine = [sh["seconds"] for sh in plan["shards"] if sh["student"] == t["student"]]
         assert t["basis"] == "measured" and t["low_s"] == t["seconds"] == t["high_s"]

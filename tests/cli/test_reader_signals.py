@@ -1,4 +1,4 @@
-"""A signal while `legival ingest` reads ends it as every command ends (issue 45 item 2, legival/signals.py):
+"""A signal while `legival ingest` reads ends it as every command ends (issue 45 item 2, legival/lifecycle/signals.py):
 exit 128 + the signal, one `error: interrupted (SIGNAL): ...` line and nothing else on standard error (no
 traceback, no asyncio "Exception in callback"), within seconds, its pipes closed and nothing of it left
 running, the store as it was.
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from legival.signals import EXIT_DEADLINE_S, interrupted_line
+from legival.lifecycle.signals import EXIT_DEADLINE_S, interrupted_line
 from legival_core.store import Store
 from tests._cli import legival
 from tests._sql import rows
@@ -81,7 +81,7 @@ class Reader:
     args: tuple[str, ...] = ()
 
 
-LINES = "call:legival_core.grading.input_files:InputFile.lines"
+LINES = "call:legival_core.readers.input_files:InputFile.lines"
 READERS = {
     "inspect": Reader("inspect", "gsm8k.eval", "call:inspect_ai.log:read_eval_log_sample_async"),
     "lm-eval": Reader("lm-eval", f"samples_gsm8k_{DATE}.jsonl", LINES),

@@ -1,4 +1,4 @@
-"""`legival ingest --from hf`: Hugging Face datasets (legival_core/grading/sources/hf_dataset.py).
+"""`legival ingest --from hf`: Hugging Face datasets (legival_core/readers/sources/hf_dataset.py).
 
 How the inputs were made (the `made` fixture, once per module): 10 real traces (6 of
 examples/data/gsm8k_gpt-oss-120b_200.jsonl, with an answer text, and 4 of gsm8k_md_eval_cot_5teachers.jsonl,

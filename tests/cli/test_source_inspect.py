@@ -1,4 +1,4 @@
-"""`legival ingest --from inspect`: Inspect AI eval logs (legival_core/grading/sources/inspect_log.py).
+"""`legival ingest --from inspect`: Inspect AI eval logs (legival_core/readers/sources/inspect_log.py).
 
 Every log here is written by Inspect itself: real GSM8K problems (tests/fixtures/datasets/gsm8k) run as
 Inspect tasks against Inspect's offline `mockllm/model` provider, whose outputs carry reasoning content
@@ -367,7 +367,7 @@ def test_auto_leaves_other_files_alone(logs: Path, tmp_path: Path) -> None:
     own = tmp_path / "traces.json"
     own.write_text(json.dumps({"teacher": "t", "dataset": "gsm8k", "problem_id": "1", "problem": "q",
                                "gold_answer": "1", "reasoning": "r", "response": "1"}) + "\n")
-    code = ("import sys; from pathlib import Path; from legival_core.grading.sources.inspect_log import sniff; "
+    code = ("import sys; from pathlib import Path; from legival_core.readers.sources.inspect_log import sniff; "
             "print([sniff(Path(p)) for p in sys.argv[1:]], 'inspect_ai' in sys.modules)")
     got = subprocess.run([sys.executable, "-c", code, str(logs / "mixed.eval"), str(logs / "mixed.json"), str(own),
                           str(logs)], capture_output=True, text=True, cwd=REPO, check=True)

@@ -1,5 +1,5 @@
 """lm-evaluation-harness `--log_samples` output as a trace source (`--from lm-eval`,
-legival_core/grading/sources/lm_eval_samples.py), on files the real lm-eval CLI writes.
+legival_core/readers/sources/lm_eval_samples.py), on files the real lm-eval CLI writes.
 
 The module runs `python -m lm_eval` ONCE (`lm_eval_run`): four local tasks over local files (no hub):
 `gsm8k_local` (a task YAML over the first 3 GSM8K test problems, gsm8k's two filters), `gsm8k_local_maj`
@@ -481,7 +481,7 @@ def test_a_compressed_copy_reads_the_same(lm_eval_run: dict[str, Path], tmp_path
 
 def test_sniff_tells_lm_eval_samples_from_the_other_files(tmp_path: Path) -> None:
     """By name (samples_<task>_<date>.jsonl) or by the first bytes lm-eval writes; never our own files."""
-    from legival_core.grading.sources import choose, source_info
+    from legival_core.readers.sources import choose, source_info
 
     ours = tmp_path / "traces.jsonl"
     ours.write_text((EXAMPLES / "gsm8k_md_eval_cot_5teachers.jsonl").read_text().splitlines()[0] + "\n")
@@ -517,8 +517,8 @@ def test_missing_library_is_one_line_with_the_install_command(tmp_path: Path, mo
 def test_fuzzed_samples_give_records_or_errors_never_a_crash(lm_eval_run: dict[str, Path], tmp_path: Path) -> None:
     """Every top-level and doc field of a real sample removed or given another type: the reader and the
     record parser answer with records or IngestErrors naming line 1, nothing else."""
-    from legival_core.grading.sources import read_source
-    from legival_core.grading.trace_records import IngestError, parse_record
+    from legival_core.readers.sources import read_source
+    from legival_core.readers.trace_records import IngestError, parse_record
 
     src = lm_eval_run["gsm8k_local"]
     first = samples(src)[0]

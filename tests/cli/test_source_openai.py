@@ -1,5 +1,5 @@
 """`legival ingest --from openai`: OpenAI Batch API output files and saved chat completions
-(legival_core/grading/sources/openai_batch.py).
+(legival_core/readers/sources/openai_batch.py).
 
 How the inputs were made (the `made` fixture, once per module). There is no offline OpenAI batch tool,
 and the `openai` SDK is not installed here, so a batch was RUN the way a batch runner runs one: the
@@ -365,7 +365,7 @@ def test_the_batch_input_file_given_as_the_traces_says_what_to_do(made: Made, tm
 
 
 def test_auto_tells_a_batch_from_our_own_jsonl(made: Made, tmp_path: Path) -> None:
-    from legival_core.grading.sources import choose
+    from legival_core.readers.sources import choose
 
     assert choose(made.batch) == choose(made.dir / "completions.jsonl.gz") == "openai"
     assert choose(EXAMPLES / "gsm8k_gpt-oss-120b_200.jsonl") == "legival"  # has a text `response`, no custom_id

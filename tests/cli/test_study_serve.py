@@ -27,7 +27,7 @@ import pytest
 
 from legival_core.store import Store
 from legival_core.store import study as reads
-from legival_core.study.tokens import key_path
+from legival_core.study.links import key_path
 from tests._cli import legival
 from tests.conftest import REPO
 from tests.core.study.server_store import STUDY, Served, make_served_study

@@ -63,7 +63,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     r = legival("transfer", "--db", db, "--backend", "scripted-demo", "--model", "scripted-demo-v1", "--limit", "3",
                 "--max-new-tokens", "48", "--teacher", HOSTILE_NAME)
     assert r.returncode == 0, r.stderr
-    assert legival("steps", "--db", db).returncode == 0
+    assert legival("step-events", "--db", db).returncode == 0
     from legival_core.reports.compute.build import compute_report
     from legival_core.reports.compute.data import ReportConfig
     from legival_core.runs.record import RunInfo, record_run
@@ -92,14 +92,14 @@ def test_the_report_table_shows_the_names_escaped(hostile: tuple[Path, str, str]
 
 def test_steps_trace_view_shows_the_text_escaped(hostile: tuple[Path, str, str]) -> None:
     db, name, trace_id = hostile
-    r = legival("steps", "--db", db, "--trace", trace_id)
+    r = legival("step-events", "--db", db, "--trace", trace_id)
     assert r.returncode == 0, r.stderr
     shown_safely(r, name, RLO + ", the \x1b[31mred")
 
 
 def test_steps_top_view_shows_names_and_ids_escaped(hostile: tuple[Path, str, str]) -> None:
     db, name, _ = hostile
-    r = legival("steps", "--db", db, "--teacher", name, "--top", "3")
+    r = legival("step-events", "--db", db, "--teacher", name, "--top", "3")
     assert r.returncode == 0, r.stderr
     shown_safely(r, name)
 
@@ -116,8 +116,8 @@ def test_runs_and_diff_show_spec_and_teacher_names_escaped(hostile: tuple[Path, 
 
 def test_errors_that_quote_an_input_show_it_escaped(hostile: tuple[Path, str, str], tmp_path: Path) -> None:
     db, name, _ = hostile
-    shown_safely(legival("steps", "--db", db, "--trace", f"nope{RLO}\x1b[2J"))
-    shown_safely(legival("steps", "--db", db, "--teacher", f"who{RLO}\x1b[2J"))
+    shown_safely(legival("step-events", "--db", db, "--trace", f"nope{RLO}\x1b[2J"))
+    shown_safely(legival("step-events", "--db", db, "--teacher", f"who{RLO}\x1b[2J"))
     bad = tmp_path / f"bad{RLO}.jsonl"
     bad.write_text(json.dumps({"model": name, "dataset": f"gsm{RLO}8k\x1b[2J", "problem_id": "x", "problem": "q",
                                "gold_answer": "1", "response": "1"}) + "\n", encoding="utf-8")

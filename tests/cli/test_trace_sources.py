@@ -1,4 +1,4 @@
-"""The trace-source front door (legival_core/grading/sources): `legival ingest --from`, its options, the
+"""The trace-source front door (legival_core/readers/sources): `legival ingest --from`, its options, the
 spec's `format:` and `legival list formats`, on Legi-Val's own format. Each source of another tool has
 its own tests (tests/cli/test_source_*.py), made with that tool."""
 

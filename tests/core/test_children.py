@@ -1,4 +1,4 @@
-"""Process ownership (legival_core/children.py, legival_core/guardian.py): the guardian ends what a
+"""Process ownership (legival_core/lifecycle/children.py, legival_core/lifecycle/guardian.py): the guardian ends what a
 process started when that process dies, however it dies, with every process below each child; a pid
 the kernel handed to another process is never signalled; `end_all` ends the tree at once."""
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.children import Child, alive, descendants, end_trees, start_time
+from legival_core.lifecycle.children import Child, alive, descendants, end_trees, start_time
 from tests.conftest import REPO
 
 OWNER = textwrap.dedent("""
     import subprocess, sys, time
-    from legival_core.children import own
+    from legival_core.lifecycle.children import own
     # a child with a grandchild (as the Prefect server or Ray's helper has processes below it)
     child = subprocess.Popen([sys.executable, "-c",
         "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"])
@@ -29,7 +29,7 @@ OWNER = textwrap.dedent("""
     if sys.argv[1] == "crash":
         time.sleep(600)  # killed by the test
     sys.stdin.readline()  # the test has seen the tree
-    from legival_core.children import end_all
+    from legival_core.lifecycle.children import end_all
     end_all()
     print("ended", flush=True)
 """)

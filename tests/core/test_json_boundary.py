@@ -37,7 +37,7 @@ INTERNAL: dict[tuple[str, str], tuple[int, str]] = {
         (2, "a list inside an answer's text, not a file: spans cut by its own scanner, which tracks nesting; "
             "every error (RecursionError included) is caught and read as no answer"),
     ("legival_core/grading/groups.py", "parse_groups"): (1, "the canonical groups JSON it wrote itself"),
-    ("legival_core/grading/trace_records.py", "problem_of_row"): (2, STORE + ": a problem's choices and meta"),
+    ("legival_core/readers/trace_records.py", "problem_of_row"): (2, STORE + ": a problem's choices and meta"),
     ("legival_core/judges/gemini.py", "GeminiJudge._batch_responses"):
         (1, "a batch result file downloaded from Google's API (an outside service, not a user's file); any "
             "failure of a line is caught and becomes that unit's error"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from legival_core.spec import SpecError, load_spec, parse_spec
+from legival_core.run_config import SpecError, load_spec, parse_spec
 from tests.conftest import REPO
 
 
@@ -81,7 +81,7 @@ def test_one_spelling_per_model_and_one_source_of_defaults(tmp_path: Path) -> No
 
     from legival.commands.transfer import transfer
     from legival_core.catalog import SMOLLM2
-    from legival_core.spec import Student, Transfer, student_config
+    from legival_core.run_config import Student, Transfer, student_config
 
     for spelling in ("smollm2-135m-instruct", "SmolLM2-135M-Instruct-Q4_1-gguf", "smollm2"):
         st = parse_spec(_base(tmp_path) | {"students": [{"name": "s", "model": spelling}]}, tmp_path).students[0]
@@ -210,7 +210,7 @@ def test_rewards_and_monitor_sections(tmp_path: Path) -> None:
     student or any model (the shipped CPU models by any spelling)."""
     from legival_core.catalog import GEMMA3_270M, SMOLLM2
     from legival_core.rewards import DEFAULT_MODELS
-    from legival_core.spec import Monitor, Rewards, default_of
+    from legival_core.run_config import Monitor, Rewards, default_of
 
     s = parse_spec(_base(tmp_path), tmp_path)
     assert not s.rewards.enabled and not s.monitor.enabled

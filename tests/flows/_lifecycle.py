@@ -124,7 +124,7 @@ def left_behind(w: Watched, extra: Sequence[int] = ()) -> list[str]:
 
 def below(pid: int) -> list[int]:
     """Every process below `pid` now (children, theirs, ...)."""
-    from legival_core.children import descendants
+    from legival_core.lifecycle.children import descendants
 
     return descendants(pid)
 

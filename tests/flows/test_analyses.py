@@ -91,7 +91,7 @@ def test_rewards_and_monitor_run_in_the_benchmark_flow_and_are_cached(tmp_path: 
 def test_defaults_leave_both_stages_out_and_a_missing_supervisor_is_unavailable(tmp_path: Path) -> None:
     """Off by default (the demo's time is unchanged); an uninstalled supervisor model does not fail
     the run: the task reports it unavailable and stores nothing."""
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
     from tasks._driver import close_stores
     from tasks.prefect_ui import benchmark_stages
     from tasks.stages import run_job, stage_jobs

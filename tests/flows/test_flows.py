@@ -50,7 +50,7 @@ def test_benchmark_flow_then_cached_then_added_teacher_then_new_tau(tmp_path: Pa
     assert first["rollouts_total"] == first["rollouts_generated"] > 0 and first["rollouts_cached"] == 0
     assert first["engines_loaded"] >= 1 and first["judge_calls"] == 0
     assert (tmp_path / "report" / "teacher_dataset_metrics.csv").is_file()
-    assert list(first["stage_s"]) == ["ingest", "grade", "efficiency", "transfer", "judge", "steps", "report", "shutdown"]
+    assert list(first["stage_s"]) == ["ingest", "grade", "efficiency", "transfer", "judge", "step_events", "report", "shutdown"]
     # the plan made inside the run (`legival plan` on the store) is what the run then generated
     assert first["plan_vs_actual"]["rollouts"] == {"planned": first["rollouts_generated"],
                                                    "actual": first["rollouts_generated"]}
@@ -192,7 +192,7 @@ def test_small_shards_commit_per_trace(tmp_path: Path) -> None:
     """A shard of fewer traces than `traces_per_chunk` (the demo's 17-rollout shard: 2 traces, one
     chunk) commits once per trace, so its progress moves, while a chunk keeps about 8 rollouts (a
     7-rollout shard stays one batch) and a large shard keeps its chunk size (batching)."""
-    from legival_core.spec import student_config
+    from legival_core.run_config import student_config
     from legival_core.stages.base import run_stage
     from legival_core.stages.ingest import ingest_file
     from legival_core.stages.transfer import TransferStage, shard_chunk
@@ -280,7 +280,7 @@ def test_stage_flows_standalone(tmp_path: Path) -> None:
 
 
 def test_generating_teacher_is_not_ingested(tmp_path: Path) -> None:
-    from legival_core.spec import Teacher
+    from legival_core.run_config import Teacher
     from legival_core.stages.ingest import GeneratingTeacher, ingest_teacher
     from legival_core.store import Store
 
@@ -290,7 +290,7 @@ def test_generating_teacher_is_not_ingested(tmp_path: Path) -> None:
 
 
 def test_select_keeps_only_that_model(tmp_path: Path) -> None:
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
     from tasks._driver import close_stores
     from tasks.stages import run_job, stage_jobs
 

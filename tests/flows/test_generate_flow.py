@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from legival_core.spec import SpecError, parse_spec
+from legival_core.run_config import SpecError, parse_spec
 from tests.conftest import FIXTURES
 from tests.flows._orchestration import prefect_harness, ray_down, table_snapshot, write_spec  # noqa: F401
 

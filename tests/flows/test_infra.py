@@ -85,7 +85,7 @@ def test_vllm_engine_configs_are_backend_options() -> None:
 
 
 def test_cluster_spec_validates_and_uses_the_engine_configs() -> None:
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
 
     s = load_spec(INFRA / "specs" / "cluster.yaml", check_files=False)
     assert s.execution.gpus_per_engine >= 1 and s.execution.ray_address != "local"
@@ -105,7 +105,7 @@ def _entrypoint(ep: str):
 
 def test_prefect_yaml_deployments_reference_real_flows_and_params() -> None:
     from deployments.build import deployment_name
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
 
     cfg = yaml.safe_load((REPO / "prefect.yaml").read_text())
     deps = cfg["deployments"]
@@ -130,7 +130,7 @@ def test_prefect_yaml_deployments_reference_real_flows_and_params() -> None:
 
 def test_prefect_yaml_is_what_the_builder_writes() -> None:
     from deployments.build import render_prefect_yaml
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
 
     cfg = yaml.safe_load((REPO / "prefect.yaml").read_text())
     ref = cfg["deployments"][0]["parameters"]["spec"]

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from legival_core.spec import Execution
+from legival_core.run_config import Execution
 from tasks.infra import Unreachable, ray_endpoint
 
 

@@ -18,7 +18,7 @@ def _closed_port() -> int:
 
 
 def test_judge_task_raises_when_every_call_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from legival_core.spec import BenchmarkSpec, Judge
+    from legival_core.run_config import BenchmarkSpec, Judge
     from legival_core.stages.ingest import ingest_file
     from legival_core.stages.judge import JudgeCallsFailed
     from legival_core.store import Store

@@ -24,7 +24,7 @@ DRIVER = textwrap.dedent("""
     # a lock another thread held at a fork: any Python run between fork and exec never returns
     os.register_at_fork(after_in_child=lambda: time.sleep(3600))
     import ray
-    from legival_core.spec import Execution
+    from legival_core.run_config import Execution
     from tasks import ray_pool
 
     ray_pool.ensure_ray(Execution(local_cpus=1))

@@ -114,7 +114,7 @@ def test_deploy_and_run_on_local_server(server, tmp_path: Path) -> None:
     check what the UI shows: run names, tags, the benchmark run's progress and ranking artifacts, its
     log, and a shard progress artifact seen at intermediate values while the run was going."""
     from deployments.build import render_prefect_yaml
-    from legival_core.spec import load_spec
+    from legival_core.run_config import load_spec
 
     api, env = server
     pool = "legival-test"

@@ -147,7 +147,7 @@ def test_a_stage_that_ignores_the_cancel_meets_the_watchdog_and_still_leaves_not
 
 def test_sigkill_of_the_command_ends_its_children_within_10_s(tmp_path: Path, own_server_env: dict[str, str],
                                                               traces: Path) -> None:
-    """Nothing of the command runs after SIGKILL: the guardian (legival_core/guardian.py) ends the
+    """Nothing of the command runs after SIGKILL: the guardian (legival_core/lifecycle/guardian.py) ends the
     Prefect server, the local Ray with its daemons and engines, and itself."""
     mark, gate = tmp_path / "held", tmp_path / "gate"
     spec = _spec(tmp_path / "run", traces, hold_after=2, gate=str(gate), hold_mark=str(mark))

@@ -8,7 +8,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from legival_core.spec import Execution, student_config  # noqa: E402
+from legival_core.run_config import Execution, student_config  # noqa: E402
 from legival_core.stages.efficiency import ensure_steps  # noqa: E402
 from legival_core.stages.ingest import ingest_file  # noqa: E402
 from legival_core.stages.transfer import TransferStage, TransferSummary, rollout_chunk  # noqa: E402

@@ -130,7 +130,7 @@ def test_a_judge_endpoint_refusing_the_key_fails_its_stage_alone(tmp_path: Path,
     summary = json.loads(p.stdout.strip().splitlines()[-1])
     assert set(summary["failed_stages"]) == {"judge"} and summary["not_run_stages"] == {}
     assert summary["rollouts_generated"] > 0 and summary["report_files"] > 0  # the rest ran and the report too
-    assert summary["steps"]["pairs"] > 0  # the step events ran on the lexical flags (partial inputs)
+    assert summary["step_events"]["pairs"] > 0  # the step events ran on the lexical flags (partial inputs)
     _no_crash_logs(tmp_path)
     with (tmp_path / "report" / "coverage.csv").open(encoding="utf-8") as f:
         rows = [r for r in csv.DictReader(f) if r["metric"] == "backtracking"]
@@ -145,6 +145,6 @@ def test_a_judge_endpoint_refusing_the_key_fails_its_stage_alone(tmp_path: Path,
     assert again.returncode == 0, again.stderr[-3000:]
     fixed = json.loads(again.stdout.strip().splitlines()[-1])
     assert fixed["judge_calls"] == summary["new_traces"] and "failed_stages" not in fixed
-    assert fixed["steps"]["pairs"] == summary["steps"]["pairs"]  # replanned: the judge's flags came
+    assert fixed["step_events"]["pairs"] == summary["step_events"]["pairs"]  # replanned: the judge's flags came
     with (tmp_path / "report" / "coverage.csv").open(encoding="utf-8") as f:
         assert not [r for r in csv.DictReader(f) if "judge stage failed" in r["detail"]]

@@ -1,4 +1,4 @@
-"""Fuzzing the ingest parser (`legival_core/grading/trace_records.py`, `grading/records.py`): a trace file
+"""Fuzzing the ingest parser (`legival_core/readers/trace_records.py`, `grading/records.py`): a trace file
 is untrusted model output.
 
 Any bytes of a JSONL line -> a record or a `LineProblem` (never an exception); any record (strings with
@@ -24,9 +24,9 @@ import zstandard
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from legival_core.grading.records import LineProblem, parse_json_line
-from legival_core.grading.trace_records import IngestError, ParsedLine, parse_record, read_records
-from legival_core.spec import Ingest
+from legival_core.readers.records import LineProblem, parse_json_line
+from legival_core.readers.trace_records import IngestError, ParsedLine, parse_record, read_records
+from legival_core.run_config import Ingest
 from tests.fuzz._text import ANY_CHAR
 from tests.fuzz._values import SCALARS, json_values
 from tests.fuzz.conftest import fuzz

@@ -1,4 +1,4 @@
-"""Fuzzing the spec loader (`legival_core/spec`: `parse_spec`, `load_spec`): a benchmark spec is
+"""Fuzzing the spec loader (`legival_core/run_config`: `parse_spec`, `load_spec`): a benchmark spec is
 hand-written YAML.
 
 Any mapping, any edit of a shipped example spec (examples/*.yaml), any edit of its YAML text ->
@@ -21,7 +21,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from legival_core.registry import canonical_name
-from legival_core.spec import BenchmarkSpec, SpecError, load_spec, parse_spec
+from legival_core.run_config import BenchmarkSpec, SpecError, load_spec, parse_spec
 from tests.conftest import REPO
 from tests.fuzz._text import FRAGMENTS
 from tests.fuzz._values import BIG, json_values, mutated

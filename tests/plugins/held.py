@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from legival_core.lifecycle.cancel import cancel_requested
 from legival_core.metrics.base import MetricValue, TraceMetric, TraceText, metric
 from legival_core.quality.group import QualityGroup, QualityMetric, register_quality_group, row
 from legival_core.reports.render import files
-from legival_core.stages.cancel import cancel_requested
 
 if TYPE_CHECKING:
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
 
 
 def hold(point: str) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from legival_core.grading.sources import OWN, Record, SourceInfo, SourceOptions
+from legival_core.readers.sources import OWN, Record, SourceInfo, SourceOptions
 from legival_core.registry import entry, register
 
 HOLD = os.environ.get("LEGIVAL_TEST_READ_HOLD", "")

@@ -13,7 +13,7 @@ from legival_core.metrics.base import MetricValue, TraceMetric, TraceText, metri
 from legival_core.quality.group import QualityGroup, QualityMetric, register_quality_group
 
 if TYPE_CHECKING:
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
 
 
 def _chars(traces: Sequence[TraceText], _cfg: Efficiency) -> list[MetricValue]:

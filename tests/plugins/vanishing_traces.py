@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import legival_core.spec as spec_module
+import legival_core.run_config as spec_module
 
 _load_spec = spec_module.load_spec
 

@@ -51,8 +51,8 @@ from legival_core.reports.compute.trace_table import student_table, trace_table
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import report as reads
-from legival_core.store import steps as step_reads
-from legival_core.transfer.steps import CODE_VERSION as STEPS_VERSION
+from legival_core.store import step_events as step_reads
+from legival_core.transfer.step_events import CODE_VERSION as STEPS_VERSION
 from legival_core.transfer.utility import TransferTable, empty_depths, transfer_table
 
 if TYPE_CHECKING:

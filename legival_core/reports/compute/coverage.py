@@ -18,7 +18,7 @@ A report keeps one schema whatever stages ran, so an empty cell must say why it 
 
 `coverage.csv` has one row per (teacher, dataset, metric) for every registered metric (a metric
 family, e.g. other reward models, is left out), and one row per (teacher, dataset) for the step events
-(`STEP_EVENTS`, stage `steps`, docs/steps.md: the numbers of step_effects.csv and its companions rest
+(`STEP_EVENTS`, stage `step_events`, docs/step_events.md: the numbers of step_effects.csv and its companions rest
 on them), and one per (teacher, dataset) a human study shows (`HUMAN_STUDY`, stage `study`: the `human`
 student's answers, docs/study.md "Analysis"); the dashboard shows it as a panel and `legival report` prints a one-line count.
 """
@@ -35,9 +35,9 @@ from legival_core.rewards.models import DEFAULT_MODELS
 from legival_core.store import Store
 from legival_core.store import failures as failure_rows
 from legival_core.store import report as reads
-from legival_core.store import steps as step_reads
+from legival_core.store import step_events as step_reads
 from legival_core.store import study_grades as study_reads
-from legival_core.transfer.steps import CODE_VERSION as STEPS_VERSION
+from legival_core.transfer.step_events import CODE_VERSION as STEPS_VERSION
 
 if TYPE_CHECKING:
     import polars as pl
@@ -150,7 +150,7 @@ def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, s
                failed: pl.DataFrame) -> list[tuple[object, ...]]:
     """One row per (teacher, dataset): its step events of the current version (n = traces with events),
     or why there are none: the rollouts are missing (transfer, then steps), no pair has two observed
-    depths (too few traces), or `legival steps` has not run since the rollouts came."""
+    depths (too few traces), or `legival step-events` has not run since the rollouts came."""
     got = {(r["teacher"], r["dataset"]): r for r in step_reads.step_coverage(store, STEPS_VERSION).iter_rows(named=True)}
     rows: list[tuple[object, ...]] = []
     for teacher, dataset in cells:
@@ -163,16 +163,16 @@ def _step_rows(store: Store, cells: list[tuple[str, str]], td: dict[tuple[str, s
                     stats[(teacher, dataset)].get("_segmented")):
                 status, detail = TOO_FEW, "no transfer trace (correct, with at least one step)"
             else:
-                status, detail = NOT_RUN, f"{stage_command('transfer')}, then {stage_command('steps')}"
+                status, detail = NOT_RUN, f"{stage_command('transfer')}, then {stage_command('step_events')}"
         elif not _int(c.get("eligible")):
             status, detail = TOO_FEW, "no (trace, student) pair with rollouts at two depths"
         else:
-            status, detail = NOT_RUN, stage_command("steps")
-        status, detail = _with_failures("steps", status, n, detail, failed, teacher, dataset)  # skipped at ingest
-        if "steps" in stage_failed:
-            note = f"the steps stage failed: {stage_failed['steps']}"
+            status, detail = NOT_RUN, stage_command("step_events")
+        status, detail = _with_failures("step_events", status, n, detail, failed, teacher, dataset)  # skipped at ingest
+        if "step_events" in stage_failed:
+            note = f"the step_events stage failed: {stage_failed['step_events']}"
             status, detail = (FAILED, note) if status != COMPUTED else (status, note)
-        rows.append((teacher, dataset, STEP_EVENTS, "steps", status, n, detail))
+        rows.append((teacher, dataset, STEP_EVENTS, "step_events", status, n, detail))
     return rows
 
 
@@ -182,7 +182,7 @@ def _human_rows(store: Store, traces: pl.DataFrame) -> list[tuple[object, ...]]:
     attention checks); not run (`legival study grade`) while answers wait for a grade; too few traces
     while no answer is stored, or every answer is an excluded participant's. No study: no row."""
     from legival_core.datasets.base import current_graders
-    from legival_core.spec import default_of
+    from legival_core.run_config import default_of
     from legival_core.study.settings import StudyAnalysis
 
     datasets = sorted({d for d in traces["dataset"].unique().to_list() if is_registered("dataset", d)})
@@ -205,7 +205,7 @@ def _human_rows(store: Store, traces: pl.DataFrame) -> list[tuple[object, ...]]:
     return rows
 
 
-STEP_STAGES = ("efficiency", "transfer", "judge", "quality", "steps")
+STEP_STAGES = ("efficiency", "transfer", "judge", "quality", "step_events")
 """The stages of the metrics that rest on a trace's steps: a trace that failed segmentation has none."""
 
 

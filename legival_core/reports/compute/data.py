@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from legival_core.metrics.redundancy import similarity_model
-from legival_core.spec import Efficiency, Report, Transfer, default_of
+from legival_core.run_config import Efficiency, Report, Transfer, default_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from legival_core.metrics.base import Direction
     from legival_core.reports.compute.aggregate import Aggregates
     from legival_core.reports.compute.bootstrap import BootstrapResult
-    from legival_core.spec import BenchmarkSpec
+    from legival_core.run_config import BenchmarkSpec
     from legival_core.transfer.utility import TransferTable
 
 
@@ -82,7 +82,7 @@ class ReportData:
     None for tables assembled without a store (then the trace table is exported)."""
     step_events: pl.DataFrame | None = None
     """step_events.parquet: the stored step events of the current events version (`store.steps.
-    step_events`, docs/steps.md); None for tables assembled without a store."""
+    step_events`, docs/step_events.md); None for tables assembled without a store."""
     human_study: pl.DataFrame | None = None
     """human_study.csv: the human studies' table (`compute.human.human_study_table`, docs/study.md
     "Analysis"); None for tables assembled without a store (then the not-run table is written)."""

@@ -35,7 +35,7 @@ from legival_core.intervals import percentile_interval
 from legival_core.registry import is_registered
 from legival_core.reports.compute.aggregate import HUMAN
 from legival_core.reports.compute.data import ReportConfig, ReportData
-from legival_core.spec import default_of
+from legival_core.run_config import default_of
 from legival_core.store import Store, study_grades
 from legival_core.store import study as study_reads
 from legival_core.study.settings import StudyAnalysis

@@ -1,4 +1,4 @@
-"""Step effects (issue 41, docs/steps.md): how much each feature of a segment's steps goes with a drop
+"""Step effects (issue 41, docs/step_events.md): how much each feature of a segment's steps goes with a drop
 (or a rise) of the student's correctness, per teacher and overall, from the stored step events.
 
 Three tables, each with one schema whatever ran (a row for every scope x feature x outcome, or scope x
@@ -64,7 +64,7 @@ def step_analysis(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConf
     if not ran:  # the same rows, saying why every number is missing (not "too few events")
         import polars as pl
 
-        logistic, agreement = (t.with_columns(pl.lit(f"not run: {stage_command('steps')}").alias("status"))
+        logistic, agreement = (t.with_columns(pl.lit(f"not run: {stage_command('step_events')}").alias("status"))
                                for t in (logistic, agreement))
     return StepAnalysis(_effects(frame, config, ran=ran), logistic, agreement)
 
@@ -148,7 +148,7 @@ NO_R_I = "too few events: no segment holds a step with an r_i (the first step ne
 
 def _missing_reason(feature: str, similarity: bool = False) -> str:
     """Why a feature (or logistic term) is null for every segment of a scope: `similarity` (some segment
-    of the scope was computed with its trace's r_i stored for the steps stage's embedding model, the
+    of the scope was computed with its trace's r_i stored for the step_events stage's embedding model, the
     events' `similarity` column) tells r_i never computed from r_i that cannot exist."""
     if feature in MISSING:
         if similarity and feature in ("redundant", "max_cos"):
@@ -251,7 +251,7 @@ def EFFECT_SCHEMA() -> dict[str, pl.DataType]:  # noqa: N802 (a constant, built 
 def _status(ran: bool, segments: bool, present: bool, feature: str, n_events: float, n_exposed: float,
             n_unexposed: float, similarity: bool = False) -> str:
     if not ran:
-        return f"not run: {stage_command('steps')}"
+        return f"not run: {stage_command('step_events')}"
     if not segments:
         return "too few events: no segment"
     if not present:

@@ -1,4 +1,4 @@
-"""The step effects' logistic model (docs/steps.md, "The logistic model"): per (scope, outcome) one
+"""The step effects' logistic model (docs/step_events.md, "The logistic model"): per (scope, outcome) one
 `statsmodels` Logit with every feature of a segment together, standard errors clustered by problem.
 
 Kept apart from `step_effects` (the 2x2 tables) because the model must never raise on any store: two

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from legival_core.datasets.base import current_graders
 from legival_core.metrics.base import MetricInfo, all_metrics, stored_trace_metrics
+from legival_core.run_config import Efficiency
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.spec import Efficiency
 from legival_core.store import Store
 from legival_core.store import planner as plan_reads
 from legival_core.store import report as reads

@@ -36,8 +36,8 @@ from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import dashboard as reads
 from legival_core.store import planner as plan_reads
-from legival_core.store import steps as step_reads
-from legival_core.transfer.steps import step_cues
+from legival_core.store import step_events as step_reads
+from legival_core.transfer.step_events import step_cues
 
 if TYPE_CHECKING:
     import polars as pl
@@ -145,7 +145,7 @@ def trace_details(store: Store, trace_ids: list[str], tau: float, model: str,
                       "status": row["grade_status"], "command": stage_command("grade")},
             "reasoning": text if not step_list else None, "steps": step_list, "backtracking_method": method,
             "markers": _markers(by_roll.get(tid, []), events), "events": events,
-            "events_command": stage_command("steps"),
+            "events_command": stage_command("step_events"),
         }
     return out
 
@@ -244,15 +244,15 @@ def page_data(data: ReportData, store: Store | None, per_cell: int, live: bool =
 
 def step_effects_view(data: ReportData) -> dict[str, Any]:
     """The step-effects section: every (scope, feature, outcome) row of the effects with its status
-    (`not run: legival steps --db DB` on every row when no event is stored, or when the tables were
+    (`not run: legival step-events --db DB` on every row when no event is stored, or when the tables were
     assembled without a store), the students-agree share per scope, and the scopes in their order
     (the teachers of the trace table, then `all`)."""
     steps = data.steps
     if steps is None:
-        return {"ran": False, "command": stage_command("steps"), "scopes": [], "effects": [], "agreement": []}
+        return {"ran": False, "command": stage_command("step_events"), "scopes": [], "effects": [], "agreement": []}
     effects = _rows(steps.effects)
     scopes = list(dict.fromkeys(r["scope"] for r in effects))
-    return {"ran": bool(data.step_events is not None and data.step_events.height), "command": stage_command("steps"),
+    return {"ran": bool(data.step_events is not None and data.step_events.height), "command": stage_command("step_events"),
             "scopes": scopes, "effects": effects, "agreement": _rows(steps.agreement)}
 
 

@@ -18,13 +18,13 @@ from legival_core.runs.diff import diff_schema
 from legival_core.safe_csv import write_csv
 from legival_core.store import Store
 from legival_core.store import report as reads
-from legival_core.store import steps as step_reads
+from legival_core.store import step_events as step_reads
 
 if TYPE_CHECKING:
     import polars as pl
 
 STEP_FILES = ("step_events.parquet", "step_effects.csv", "step_logistic.csv", "student_agreement.csv")
-"""The step files (docs/steps.md, "Report files"): written by every report, one schema each whatever ran."""
+"""The step files (docs/step_events.md, "Report files"): written by every report, one schema each whatever ran."""
 
 
 def write_report(report: Report, store: Store | None, out: str | Path) -> list[str]:

@@ -140,7 +140,7 @@ TOP_FEATURES = 3
 STEPS_CAVEAT = (
     "Association, not causation: a feature that goes with drops may hurt the student, or may only be where a "
     "teacher writes when a problem is hard. The bootstrap over problems accounts for shared problems, not for "
-    "such confounders (docs/steps.md).")
+    "such confounders (docs/step_events.md).")
 
 
 def _interval(lo: object, hi: object) -> str:
@@ -164,7 +164,7 @@ def steps_html(report: Report, image_dir: Path | None) -> str:
            f"among the segments between two rollout depths whose student could drop; 95% percentile interval of "
            f"a bootstrap over problems. {e(STEPS_CAVEAT)} Files: {files}.</p>"]
     effects = steps.effects
-    not_run = f"not run: {stage_command('steps')}"
+    not_run = f"not run: {stage_command('step_events')}"
     if effects.height == 0 or (effects["status"] == not_run).all():
         out.append(f'<p class="empty" data-file="step_effects.csv">{e(not_run)}</p></section>')
         return "".join(out)

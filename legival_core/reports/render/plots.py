@@ -18,7 +18,7 @@ from legival_core.reports.compute.pareto import FRONTIERS, place_labels
 from legival_core.reports.compute.stats import correlation_matrix
 from legival_core.reports.compute.step_effects import ALL, FEATURES, OUTCOMES, step_analysis
 from legival_core.reports.render.labels import short_labels
-from legival_core.store import steps as step_reads
+from legival_core.store import step_events as step_reads
 
 if TYPE_CHECKING:
     from legival_core.reports.compute.data import ReportData, StepAnalysis
@@ -334,7 +334,7 @@ def rank_table_figure(data: ReportData) -> Any:
     return fig
 
 
-# --- step effects (docs/steps.md) ---------------------------------------------------------------------
+# --- step effects (docs/step_events.md) ---------------------------------------------------------------------
 
 ALL_LABEL = "all teachers"
 STATUS_CHARS = 60
@@ -346,7 +346,7 @@ stays under the report's largest side (tests/core/reports/render/test_figure_lab
 
 def step_analysis_of(data: ReportData) -> StepAnalysis:
     """`data.steps`, or, for tables assembled without a store, the analysis of no events (every row
-    "not run: legival steps --db DB")."""
+    "not run: legival step-events --db DB")."""
     if data.steps is not None:
         return data.steps
     return step_analysis(step_reads.empty_step_events(), data.traces, data.config)

@@ -84,7 +84,7 @@ def prefix_requests(
 
 def transfer_rows(backend: TextBackend, tmp_path: Any, name: str) -> tuple[list[dict[str, Any]], Any]:
     """The transfer stage on real bundled traces (first trace of one teacher), as stored rows."""
-    from legival_core.spec import student_config
+    from legival_core.run_config import student_config
     from legival_core.stages.ingest import ingest_file
     from legival_core.stages.transfer import run_transfer
     from legival_core.store import Store

@@ -12,7 +12,7 @@ import pytest
 from legival_core.catalog import MINILM
 from legival_core.embed import Embedder, embedding_key, from_bytes, sentence_hash, to_bytes
 from legival_core.metrics.redundancy import redundancy_params, similarity_model
-from legival_core.spec import Efficiency
+from legival_core.run_config import Efficiency
 
 
 class Counting:

@@ -1,4 +1,4 @@
-"""`legival_core.grading.input_files`: a compressed file is read as a stream (its memory does not grow
+"""`legival_core.readers.input_files`: a compressed file is read as a stream (its memory does not grow
 with the file), a stream cut short yields its whole lines and then the error, the dataset loaders
 and a spec teacher's `select:` read compressed files too. (The command-line behaviour, every
 container and the empty files: tests/cli/test_compressed_inputs.py.)"""
@@ -16,9 +16,9 @@ import pytest
 import zstandard
 
 from legival_core.datasets import get_dataset
-from legival_core.grading.input_files import InputFileError, input_stem, read_lines, sniff
-from legival_core.grading.records import read_jsonl, read_jsonl_records
-from legival_core.grading.trace_records import IngestError
+from legival_core.readers.input_files import InputFileError, input_stem, read_lines, sniff
+from legival_core.readers.records import read_jsonl, read_jsonl_records
+from legival_core.readers.trace_records import IngestError
 from legival_core.stages.ingest import ingest_spec_file
 from legival_core.store import Store
 from tests._sql import rows

@@ -18,7 +18,7 @@ from legival_core.grading import (
     is_single_expression,
     to_fraction,
 )
-from legival_core.grading.records import jsonl_records, read_jsonl
+from legival_core.readers.records import jsonl_records, read_jsonl
 from legival_core.types import Problem
 
 

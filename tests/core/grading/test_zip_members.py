@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.grading import zip_members
-from legival_core.grading.zip_members import ZipMembers
+from legival_core.readers import zip_members
+from legival_core.readers.zip_members import ZipMembers
 from tests._zips import padded, write_zip
 
 GIB = 1 << 30

@@ -15,7 +15,7 @@ from legival_core.metrics.redundancy import (
     redundancy_sweep,
 )
 from legival_core.segment import segment
-from legival_core.tokens import token_len
+from legival_core.token_count import token_len
 
 
 def _unit(*v: float) -> np.ndarray:

@@ -15,7 +15,6 @@ import yaml
 
 from legival_core.bulk import spread
 from legival_core.datasets.base import get_dataset
-from legival_core.grading.trace_records import IngestError
 from legival_core.plan import build, shards
 from legival_core.plan import ingest as plan_ingest
 from legival_core.plan.build import _count_prompts, _missing_depths, plan_benchmark
@@ -23,7 +22,8 @@ from legival_core.plan.model import ShardPlan
 from legival_core.plan.prompts import PromptCounter
 from legival_core.plan.throughput import Table, load_table
 from legival_core.plan.timing import expected_decode, max_batch_of, shard_work
-from legival_core.spec import BenchmarkSpec, load_spec
+from legival_core.readers.trace_records import IngestError
+from legival_core.run_config import BenchmarkSpec, load_spec
 from legival_core.stages.ingest import ingest_spec_file
 from legival_core.stages.transfer import TransferStage, shard_chunk
 from legival_core.store import Store

@@ -10,14 +10,14 @@ import pytest
 from legival_core.plan.calibration import MIN_SECONDS, Signature, calibrated, engine_starts
 from legival_core.plan.throughput import DecodeDefaults, load_table
 from legival_core.plan.timing import expected_decode, shard_work
-from legival_core.spec import student_config
+from legival_core.run_config import student_config
 from legival_core.stages.base import engine_for
 from legival_core.store import Store
 from legival_core.store.timings import shard_timings
 from legival_core.transfer.cost import EngineWork, Expected, PassDecode, planned_chunk
 
 SIG = Signature("SmolLM2-135M-Instruct-Q4_1-gguf", "embedded", "float32", "cpu")
-WORK = EngineWork(chunks=2, prefill=1000, steps=100, decode=500, context=200_000)
+WORK = EngineWork(chunks=2, prefill=1000, decode_steps=100, decode=500, context=200_000)
 
 
 def _row(run: str, teacher: str, batch: int, compute_s: float, *, host: str = "here", t0: float = 1000.0,
@@ -28,7 +28,7 @@ def _row(run: str, teacher: str, batch: int, compute_s: float, *, host: str = "h
     return {"run_id": run, "source": "run", "teacher": teacher, "dataset": "gsm8k", "student": "s", "student_key": "k",
             "batch": batch, "model": model, "backend": "embedded", "dtype": "float32", "accelerator": "cpu",
             "device": "cpu, 2 threads", "host": host, "engines": engines, "chunks": work.chunks, "rollouts": 10,
-            "forced": 5, "prefill": work.prefill, "steps": work.steps, "decode": work.decode, "context": work.context,
+            "forced": 5, "prefill": work.prefill, "decode_steps": work.decode_steps, "decode": work.decode, "context": work.context,
             "compute_s": compute_s, "load_s": load_s,
             "load_started": (t0 + 1 if load_at is None else load_at) if load_s else None,
             "shard_started": t0, "committed": end}

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from legival_core.plan.prompts import PromptCounter
+from legival_core.run_config import student_config
 from legival_core.segment import sentence_spans
-from legival_core.spec import student_config
 from legival_core.transfer.rollout_plan import plan_trace, student_messages
 from legival_core.types import Steps
 from tests.conftest import REPO

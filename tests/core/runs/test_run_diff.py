@@ -182,7 +182,7 @@ def test_resolve_run_by_id_prefix_and_number() -> None:
 def _report(store: Store, out: Path, efficiency: Any = None) -> Any:
     from legival_core.reports.compute.data import ReportConfig
     from legival_core.reports.stage import ReportStage
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
     from legival_core.stages.base import run_stage
 
     info = RunInfo("legival-demo", "hash", datetime.now(UTC), counts={"new_traces": 0})
@@ -199,7 +199,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_rerun_records_runs_and_a_changed_tau_recomputes_only_redundancy(demo_db: Path, tmp_path: Path) -> None:
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
     from legival_core.stages.base import run_stage
     from legival_core.stages.efficiency import EfficiencyStage
 
@@ -244,7 +244,7 @@ def test_a_code_version_bump_recomputes_that_metric_only(demo_db: Path, tmp_path
     stage recomputes token_len rows only, and the run record carries the new version."""
     import legival_core.metrics.base as base
     from legival_core.metrics.token_len import TOKEN_LEN
-    from legival_core.spec import Efficiency
+    from legival_core.run_config import Efficiency
     from legival_core.stages.base import run_stage
     from legival_core.stages.efficiency import EfficiencyStage
 

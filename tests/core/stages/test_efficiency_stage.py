@@ -9,12 +9,12 @@ from legival_core.embed import embed
 from legival_core.metrics.backtracking import lexical_backtracking
 from legival_core.metrics.redundancy import max_prev_similarity, redundancy
 from legival_core.reports.compute.trace_table import teacher_dataset_metrics, trace_table
+from legival_core.run_config import Efficiency
 from legival_core.segment import segment
-from legival_core.spec import Efficiency
 from legival_core.stages.efficiency import compute_efficiency
 from legival_core.stages.ingest import ingest_file
 from legival_core.store import Store
-from legival_core.tokens import token_len
+from legival_core.token_count import token_len
 from tests._sql import rows
 from tests.conftest import EXAMPLES
 

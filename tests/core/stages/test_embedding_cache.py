@@ -14,7 +14,7 @@ import pytest
 
 from legival_core.catalog import MINILM, MPNET
 from legival_core.embed import encoded_sentences
-from legival_core.spec import Efficiency
+from legival_core.run_config import Efficiency
 from legival_core.stages.base import Work
 from legival_core.stages.efficiency import EfficiencyStage, compute_efficiency
 from legival_core.stages.ingest import ingest_file

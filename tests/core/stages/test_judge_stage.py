@@ -466,7 +466,7 @@ def test_make_judge_builds_by_name(gemini: FakeGemini, monkeypatch: pytest.Monke
 def test_run_judge_from_a_spec_section_through_a_store_access(db: Path) -> None:
     from contextlib import contextmanager
 
-    from legival_core.spec import Judge
+    from legival_core.run_config import Judge
     from legival_core.stages.judge import run_judge
 
     opened: list[int] = []

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from legival_core.spec import load_spec
+from legival_core.run_config import load_spec
 from legival_core.stages.base import required
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.stages.registered import RunContext, StageInfo, in_needs_order, stages_in_order
@@ -34,7 +34,7 @@ def test_a_missing_need_and_a_circle_are_errors_naming_the_stages() -> None:
 
 def test_the_builtin_order_is_the_runs() -> None:
     names = [i.name for i in stages_in_order()]
-    assert names == ["ingest", "generate", "grade", "study", "segment", "efficiency", "transfer", "judge", "steps", "quality",
+    assert names == ["ingest", "generate", "grade", "study", "segment", "efficiency", "transfer", "judge", "step_events", "quality",
                      "rewards", "monitor", "report"]
     for i, info in enumerate(stages_in_order()):
         assert set(info.needs) <= set(names[:i]), info.name

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from legival_core.spec import student_config
+from legival_core.run_config import student_config
 from legival_core.stages.efficiency import ensure_steps
 from legival_core.stages.ingest import ingest_file
 from legival_core.stages.transfer import run_transfer, select_transfer_traces

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from legival_core.backends.lazy import LazyBackend
-from legival_core.spec import student_config
+from legival_core.run_config import student_config
 from legival_core.stages.transfer import run_transfer
 from legival_core.stages.transfer_timing import Timing
 from legival_core.store import Store
@@ -21,7 +21,7 @@ def test_each_committed_batch_stores_its_timing_row(loaded: Store) -> None:  # n
     backend = LazyBackend(lambda: ScriptedBackend(script))
     timing = Timing("run-1", "transfer", "", engines=1)
     s = run_transfer(loaded, backend, config, traces_per_chunk=1, timing=timing)
-    got = sql(loaded, "SELECT batch, source, accelerator, device, chunks, rollouts, forced, prefill, steps, decode, "
+    got = sql(loaded, "SELECT batch, source, accelerator, device, chunks, rollouts, forced, prefill, decode_steps, decode, "
                        "context, compute_s, load_s, load_started, shard_started, committed, teacher, dataset "
                        "FROM transfer_timings WHERE run_id = 'run-1' ORDER BY batch")
     assert [r[0] for r in got] == [0, 1] and s.batches == 2  # one per committed chunk (a trace each)
@@ -30,7 +30,7 @@ def test_each_committed_batch_stores_its_timing_row(loaded: Store) -> None:  # n
     assert [r[4] for r in got] == [1, 1] and sum(r[5] for r in got) == s.rollouts_generated == 8
     assert sum(r[6] for r in got) == s.forced > 0
     assert sum(r[7] for r in got) == s.prefill_computed and sum(r[9] for r in got) == s.decode_tokens
-    assert sum(r[8] for r in got) == s.steps > 0 and sum(r[10] for r in got) == s.context > 0
+    assert sum(r[8] for r in got) == s.decode_steps > 0 and sum(r[10] for r in got) == s.context > 0
     assert all(r[11] > 0 for r in got) and abs(sum(r[11] for r in got) - s.compute_s) < 1e-9
     # the model load is reported once, by the first chunk after it, and not counted as compute
     assert got[0][12] > 0 and got[1][12] == 0 and got[0][13] is not None and got[1][13] is None

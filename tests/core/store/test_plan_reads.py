@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from legival_core.run_config import student_config
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.spec import student_config
 from legival_core.stages.base import run_stage
 from legival_core.stages.efficiency import SegmentStage
 from legival_core.stages.ingest import ingest_file

@@ -12,7 +12,7 @@ from legival_core.datasets.base import grader_key
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.store import Store
 from legival_core.store import study as reads
-from legival_core.study.tokens import ADMIN_CODE, key_path, load_key, token
+from legival_core.study.links import ADMIN_CODE, key_path, load_key, token
 from tests._cli import legival
 
 STUDY = "pilot"

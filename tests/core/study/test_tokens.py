@@ -1,4 +1,4 @@
-"""Participant tokens (legival_core/study/tokens.py): derived from the key file, stable, never stored."""
+"""Participant tokens (legival_core/study/links.py): derived from the key file, stable, never stored."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from legival_core.store import Store
 from legival_core.store import study as reads
-from legival_core.study.tokens import (
+from legival_core.study.links import (
     ADMIN_CODE,
     KeyFileError,
     create_key,

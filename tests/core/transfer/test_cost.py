@@ -37,15 +37,15 @@ def test_pass_work_of_a_finished_call() -> None:
     # one overflow (not computed at all); batches of 2: 2 batches x (longest 5 - 1) decode steps
     calls = [_c(100, 5, 100), _c(80, 3, 0), _c(90, 4, 20), _c(5000, 0, 0, "overflow")]
     w = pass_work(calls, max_batch=2)
-    assert w == EngineWork(chunks=0, prefill=120, steps=2 + 2 * 4, decode=12,
+    assert w == EngineWork(chunks=0, prefill=120, decode_steps=2 + 2 * 4, decode=12,
                            context=decode_context(100, 5) + decode_context(80, 3) + decode_context(90, 4))
-    assert pass_work(calls, None).steps == 2 + 1 * 4  # one batch when the engine takes every row
+    assert pass_work(calls, None).decode_steps == 2 + 1 * 4  # one batch when the engine takes every row
     assert pass_work([_c(10, 0, 0, "overflow")], 2) == EngineWork()
 
 
 def test_rates_seconds_and_calibration_factor() -> None:
-    r = Rates(chunk_s=0.5, prefill_tok_s=100, step_s=0.1, decode_tok_s=1000, context_tok_s=10_000, load_s=7)
-    w = EngineWork(chunks=2, prefill=300, steps=50, decode=2000, context=40_000)
+    r = Rates(chunk_s=0.5, prefill_tok_s=100, decode_step_s=0.1, decode_tok_s=1000, context_tok_s=10_000, load_s=7)
+    w = EngineWork(chunks=2, prefill=300, decode_steps=50, decode=2000, context=40_000)
     assert r.seconds(w) == pytest.approx(1 + 3 + 5 + 2 + 4)
     assert r.times(2).seconds(w) == pytest.approx(30) and r.times(2).load_s == 7
     assert (w + w).scaled(0.5) == w
@@ -67,11 +67,11 @@ def test_planned_chunk_by_hand() -> None:
     budget of 4 tokens, a quarter forced with 2-token forcing passes and a 3-token forcing text."""
     expect = Expected(PassDecode(4, 1.0, 4), 0.25, PassDecode(2, 0.0, 10), 3, "test")
     w = planned_chunk([[100, 120], [50]], expect, max_batch=2)
-    first = EngineWork(chunks=1, prefill=(120 + 1) + 50, steps=2 + 2 * 3, decode=3 * 4,
+    first = EngineWork(chunks=1, prefill=(120 + 1) + 50, decode_steps=2 + 2 * 3, decode=3 * 4,
                        context=sum(decode_context(s, 4) for s in (100, 120, 50)))
     f = 3 * 0.25
     roots = (1 - 0.75**2) + (1 - 0.75)  # traces with at least one forced rollout, expected
-    forced = EngineWork(chunks=0, prefill=roots * (270 / 3) + f * (4 + 3), steps=f + 1 * (2 - 1), decode=f * 2,
+    forced = EngineWork(chunks=0, prefill=roots * (270 / 3) + f * (4 + 3), decode_steps=f + 1 * (2 - 1), decode=f * 2,
                         context=0.25 * sum(decode_context(s + 7, 2) for s in (100, 120, 50)))
     got, want = w.as_dict(), (first + forced).as_dict()
     assert got == pytest.approx(want)

@@ -1,4 +1,4 @@
-"""Step events on hand-made depths (issue 41, docs/steps.md): every outcome, each feature's definition,
+"""Step events on hand-made depths (issue 41, docs/step_events.md): every outcome, each feature's definition,
 the nulls, and the drops equal to the regression rate's count."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from legival_core.transfer.steps import (
+from legival_core.transfer.step_events import (
     SELF_CHECK_PATTERN,
     gold_forms,
     segment_events,

@@ -1,6 +1,6 @@
 """Step effects (issue 41): risk difference and odds ratio against a hand computation, the permutation
 p-value against scipy's exact test, and a planted effect recovered from a store of the real schema
-(built here through the store API, its events computed by the steps stage)."""
+(built here through the store API, its events computed by the step_events stage)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from legival_core.reports.compute.step_effects import (
 )
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import run_stage
-from legival_core.stages.steps import StepsStage
+from legival_core.stages.step_events import StepEventsStage
 from legival_core.store import Store
-from legival_core.store import steps as step_rows
+from legival_core.store import step_events as step_rows
 from legival_core.transfer.utility import bins_of
 from legival_core.types import canonical_json
 
@@ -112,7 +112,7 @@ def test_one_schema_whatever_ran() -> None:
     events, traces = _events({"t": (12, 8, 4, 16)})
     nothing = step_analysis(events.clear(), traces, CONFIG)
     assert nothing.effects.height == 2 * len(FEATURES) * len(OUTCOMES)  # scopes t and all
-    assert set(nothing.effects["status"]) == {"not run: legival steps --db DB"}
+    assert set(nothing.effects["status"]) == {"not run: legival step-events --db DB"}
     ran = step_analysis(events, traces, CONFIG)
     assert ran.effects.columns == nothing.effects.columns and ran.effects.height == nothing.effects.height
     assert ran.logistic.columns == nothing.logistic.columns
@@ -280,7 +280,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[pl.DataFrame, pl.
     path = tmp_path_factory.mktemp("planted") / "planted.duckdb"
     _planted_store(path)
     with Store(path) as s:
-        run_stage(StepsStage(), s)
+        run_stage(StepEventsStage(), s)
         events = step_rows.step_events(s)
         traces = s._query("SELECT trace_id, teacher, dataset, problem_id FROM traces")
     return events, traces

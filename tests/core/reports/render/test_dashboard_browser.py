@@ -1,7 +1,7 @@
 """The dashboard in a real headless Chromium (Debian `chromium` + `chromium-driver`), static and live.
 
 The same store (the demo's real traces of 5 teachers, one trace full of script payloads, and one whose
-student drops, its step events stored by the steps stage) is shown twice: `index.html` written by
+student drops, its step events stored by the step_events stage) is shown twice: `index.html` written by
 `legival report`'s code path, and the page of `legival serve` started as a subprocess on a free port. Every check runs on both pages, and a test compares what both offer.
 Skipped with a message only when /usr/bin/chromium is absent; CI installs it. Screenshots are saved
 under artifacts/ (git-ignored) for a human to look at.
@@ -19,7 +19,7 @@ import pytest
 
 from legival_core.reports.render.dashboard import CONTINUATION_CHARS, truncated
 from legival_core.reports.stage import ReportConfig, build_reports
-from legival_core.stages.steps import compute_steps
+from legival_core.stages.step_events import compute_step_events
 from legival_core.store import Store
 from tests._cli import legival
 from tests.conftest import REPO
@@ -80,7 +80,7 @@ DROP_CONTINUATION = "</div><script>window.__xss=13</script> Then 3 * 4 is 7, " +
 
 def _drop_trace(store: Store) -> str:
     """A trace (graded wrong: it takes no part in the transfer numbers) whose student is right after
-    step 1 and wrong after step 2: the steps stage stores a drop over step 2. Its text and the
+    step 1 and wrong after step 2: the step_events stage stores a drop over step 2. Its text and the
     continuation carry script payloads; depth 3 overflowed; the answer at depth 0 was forced."""
     from legival_core.segment import SEGMENTER_VERSION
 
@@ -114,8 +114,8 @@ def pages() -> Iterator[dict[str, str]]:
     # grades under the current grader version (the demo's tables may predate a grader bump)
     r = legival("grade", "--db", str(db), cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
-    with Store(db) as store:  # the step events, as `legival steps --db DB` stores them
-        compute_steps(store)
+    with Store(db) as store:  # the step events, as `legival step-events --db DB` stores them
+        compute_step_events(store)
     try:
         with serving(db, "--resamples", str(RESAMPLES)) as live:  # builds while the static page is written
             with Store(db, read_only=True) as store:
@@ -262,7 +262,7 @@ def test_page_renders_tables_plots_and_panels(driver: Any, pages: dict[str, str]
     assert {i.get_attribute("data-name") for i in imgs} == {
         "pareto.png", "correlations.png", "tu_curves.png", "redundancy_elbow.png", "rank_table.png"}
     assert all(d.execute_script("return arguments[0].naturalWidth", i) > 100 for i in imgs)
-    # the demo's five teachers and alpha, whose xss-trace is graded correct and, once the steps stage's
+    # the demo's five teachers and alpha, whose xss-trace is graded correct and, once the step_events stage's
     # segment requirement has counted its steps, is a transfer trace with depths 0 and m
     assert len(d.find_elements(By.CSS_SELECTOR, "#curve-plot svg polyline")) == len(data["curves"]) == 6
 

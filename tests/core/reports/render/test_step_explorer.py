@@ -1,7 +1,7 @@
 """The step explorer's data (issue 41): a trace's markers per (student, depth) with their rollouts, its
 stored step events with the drop on the marker that ends it, continuations capped in the static file
 and whole under the live API; and the dashboard's step-effects section, through `legival report` as a
-user runs it, before and after `legival steps`.
+user runs it, before and after `legival step-events`.
 
 The browser half (a click on a drop marker, the keyboard, escaping) is in test_dashboard_browser.py."""
 
@@ -17,7 +17,7 @@ from legival_core.reports.compute.step_effects import FEATURES, OUTCOMES
 from legival_core.reports.render.dashboard import CONTINUATION_CHARS, trace_details
 from legival_core.segment import SEGMENTER_VERSION
 from legival_core.stages.base import run_stage
-from legival_core.stages.steps import StepsStage
+from legival_core.stages.step_events import StepEventsStage
 from legival_core.store import Store
 from tests._cli import legival
 from tests.conftest import REPO
@@ -68,7 +68,7 @@ def details(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], d
     path = tmp_path_factory.mktemp("explorer") / "s.duckdb"
     _store(path)
     with Store(path) as s:
-        run_stage(StepsStage(), s)
+        run_stage(StepEventsStage(), s)
     with Store(path, read_only=True) as s:
         capped = trace_details(s, ["t1"], 0.8, "all-MiniLM-L6-v2")["t1"]
         whole = trace_details(s, ["t1"], 0.8, "all-MiniLM-L6-v2", max_chars=None)["t1"]
@@ -101,7 +101,7 @@ def test_the_step_cues_are_the_clis(details: tuple[dict[str, Any], dict[str, Any
     assert [(s["answer"], s["self_check"]) for s in d["steps"]] == [(False, False), (True, False), (False, False)]
     path = tmp_path / "s.duckdb"
     _store(path)
-    r = legival("steps", "--db", str(path), "--trace", "t1")
+    r = legival("step-events", "--db", str(path), "--trace", "t1")
     assert r.returncode == 0, r.stderr[-2000:]
     cli = {s["idx"]: s["flags"] for s in json.loads(r.stdout.strip().splitlines()[-1])["steps"]}
     assert {s["idx"]: ["self-check"] * s["self_check"] + ["answer"] * s["answer"] for s in d["steps"]} == cli
@@ -114,7 +114,7 @@ def test_the_stored_step_events_of_the_trace(details: tuple[dict[str, Any], dict
     assert events == [("alpha-student", 0, 1, "rise"), ("alpha-student", 1, 2, "drop"), ("s-b", 0, 1, "flat_correct")]
     drop = d["events"][1]
     assert drop["n_steps"] == 1 and drop["tokens_added"] == 10 and drop["backtracking"] is None
-    assert d["events_command"] == "legival steps --db DB"
+    assert d["events_command"] == "legival step-events --db DB"
     assert [s["text"] for s in d["steps"]] == list(SENTENCES)
 
 
@@ -148,15 +148,15 @@ def test_the_step_effects_section_says_not_run_then_shows_numbers(tmp_path: Path
     r = legival(*report, "--out", str(tmp_path / "before"), cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
     before = _page_data(tmp_path / "before")["step_effects"]
-    assert before["ran"] is False and before["command"] == "legival steps --db DB"
+    assert before["ran"] is False and before["command"] == "legival step-events --db DB"
     assert before["scopes"] == ["plain", "planted", "all"]
     assert len(before["effects"]) == 3 * len(FEATURES) * len(OUTCOMES)
-    assert {e["status"] for e in before["effects"]} == {"not run: legival steps --db DB"}
+    assert {e["status"] for e in before["effects"]} == {"not run: legival step-events --db DB"}
     assert all(e["risk_difference"] is None for e in before["effects"])
     assert '<section id="steps">' in (tmp_path / "before" / "index.html").read_text(encoding="utf-8")
 
     with Store(db) as s:
-        run_stage(StepsStage(), s)
+        run_stage(StepEventsStage(), s)
     r = legival(*report, "--out", str(tmp_path / "after"), cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
     after = _page_data(tmp_path / "after")["step_effects"]

@@ -1,0 +1,119 @@
+"""The benchmark spec: one YAML file that says what `legival run` computes (issue 4).
+
+Validated by pydantic at the boundary, with messages that say what to fix: an unknown key names the
+allowed keys, a choice names the registered values, and every message carries the dotted location of
+the offending field (`teachers.2.traces`). Relative paths resolve against the spec file's folder, so
+a spec and its data can move together.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from legival_core.run_config.analyses import Monitor, Rewards, SupervisorModel
+from legival_core.run_config.base import SpecError, Strict, format_errors, registered_name, resolve_path
+from legival_core.run_config.sections import Efficiency, Execution, Ingest, Judge, Quality, Report, Transfer
+from legival_core.run_config.students import Student
+from legival_core.run_config.teachers import Teacher
+from legival_core.transfer.rollout_plan import StudentConfig
+
+
+class BenchmarkSpec(Strict):
+    name: str = "legival"
+    store: Path = Path("legival.duckdb")
+    teachers: list[Teacher] = Field(min_length=1)
+    datasets: list[str] = Field(min_length=1)
+    students: list[Student] = Field(default_factory=lambda: [Student()])
+    ingest: Ingest = Ingest()
+    efficiency: Efficiency = Efficiency()
+    transfer: Transfer = Transfer()
+    judge: Judge = Judge()
+    quality: Quality = Quality()
+    rewards: Rewards = Field(default_factory=Rewards)
+    monitor: Monitor = Field(default_factory=Monitor)
+    report: Report = Report()
+    execution: Execution = Execution()
+
+    @field_validator("store")
+    @classmethod
+    def _store(cls, v: Path, info: ValidationInfo) -> Path:
+        return resolve_path(v, info)
+
+    @field_validator("datasets")
+    @classmethod
+    def _datasets(cls, v: list[str]) -> list[str]:
+        return [registered_name("dataset", d) for d in v]
+
+    @model_validator(mode="after")
+    def _unique(self) -> BenchmarkSpec:
+        for what, names in (("teacher", [t.name for t in self.teachers]), ("student", [s.name for s in self.students])):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"duplicate {what} name(s): {', '.join(dup)}")
+        for t in self.teachers:
+            g = t.generate
+            if g is None or g.problems is None:
+                continue
+            try:
+                jobs = g.jobs(self.datasets, t.name)
+            except SpecError as e:
+                raise ValueError(str(e)) from None
+            outside = [d for d, _ in jobs if d not in self.datasets]
+            if outside:
+                raise ValueError(f"teacher {t.name!r} generates on {', '.join(outside)}, which is not in "
+                                 f"`datasets` ({', '.join(self.datasets)})")
+        return self
+
+    def generating_teachers(self, names: list[str] | None = None) -> list[Teacher]:
+        """The teachers with `generate` (of `names`, when given); SpecError for a named teacher without it."""
+        if not names:
+            return [t for t in self.teachers if t.generate is not None]
+        chosen = [self.teacher(n) for n in names]
+        plain = [t.name for t in chosen if t.generate is None]
+        if plain:
+            raise SpecError(f"teacher(s) {', '.join(plain)} have trace files, not `generate`; "
+                            "`legival ingest`/`legival run` stores them")
+        return chosen
+
+    def teacher(self, name: str) -> Teacher:
+        for t in self.teachers:
+            if t.name == name:
+                return t
+        raise SpecError(f"no teacher {name!r} in the spec; teachers: {', '.join(t.name for t in self.teachers)}")
+
+    def student_config(self, student: Student) -> StudentConfig:
+        return student.config(self.transfer)
+
+    def supervisor(self) -> SupervisorModel:
+        """The monitor's supervisor: a spec student by name, or a model on `monitor.backend`."""
+        return self.monitor.resolve(self.students)
+
+
+def parse_spec(data: Any, base_dir: str | Path | None = None, source: str = "spec", check_files: bool = True) -> BenchmarkSpec:
+    """Validate a spec mapping; `base_dir` anchors relative paths. Raises SpecError."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: the top level must be a mapping of keys (teachers, datasets, ...)")
+    ctx = {"base_dir": str(base_dir) if base_dir is not None else None, "check_files": check_files}
+    try:
+        return BenchmarkSpec.model_validate(data, context=ctx)
+    except ValidationError as e:
+        raise SpecError(format_errors(e, source)) from None
+
+
+def load_spec(path: str | Path, check_files: bool = True) -> BenchmarkSpec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: a date or int PyYAML cannot build
+        raise SpecError(f"{path}: not valid YAML: {e}") from None
+    return parse_spec(data, path.resolve().parent, str(path), check_files)
