@@ -78,6 +78,13 @@ class ScaleShape:
         return f"scale-v{GEN_VERSION}-t{self.traces}-m{self.mean_steps:g}-s{self.seed}"
 
 
+def store_path(shape: ScaleShape, given: Path | None) -> Path:
+    """`given`, else where the store of this shape is kept between runs (.cache/scale/); its folder made."""
+    path = given or ROOT / ".cache" / "scale" / f"{shape.name()}.duckdb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def students() -> list[StudentConfig]:
     """Two students under real student keys: the shipped SmolLM2 (embedded) and a Qwen on vLLM."""
     from legival_core.run_config import student_config

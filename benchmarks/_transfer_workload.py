@@ -7,6 +7,7 @@ first-answer stop rule. One request group per trace, depths ascending.
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 from dataclasses import dataclass
@@ -61,6 +62,24 @@ def build_requests(
         for p in plan_trace(t.trace_id, t.steps, config):
             prompt = backend.render_chat(student_messages(spec.system_prompt, t.question, p.prefix), True)
             requests.append(GenerationRequest(f"{t.trace_id}:{p.k}", prompt, max_new_tokens, t.trace_id, rule))
+    return requests
+
+
+def workload_parser(description: str | None) -> argparse.ArgumentParser:
+    """The transfer benchmarks' command line with the workload's options; each benchmark adds its backend's."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit", type=int, default=10, help="number of traces (default 10)")
+    parser.add_argument("--min-steps", type=int, default=30)
+    parser.add_argument("--step-interval", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    return parser
+
+
+def workload(backend: TextBackend, args: argparse.Namespace) -> list[GenerationRequest]:
+    """The rollout requests of the traces `args` ask for, rendered for `backend`; says how many."""
+    traces = load_traces(args.limit, args.min_steps)
+    requests = build_requests(backend, traces, args.max_new_tokens, args.step_interval)
+    print(f"{len(traces)} traces, {len(requests)} rollouts, max_new_tokens {args.max_new_tokens}")
     return requests
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,14 +25,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _measure import peak_rss_mib  # noqa: E402
 
 TEACHERS = tuple(f"teacher-{i:02d}" for i in range(12))
 DATASETS = ("gsm8k", "math", "gpqa")
 STUDENTS = ("student-a", "student-b")
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def fill(db: Path, per_cell: int) -> dict[str, object]:

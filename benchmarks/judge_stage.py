@@ -12,28 +12,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _measure import fake_gemini  # noqa: E402
 
 from legival_core.judges import GeminiJudge, JudgeLimits  # noqa: E402
 from legival_core.stages.efficiency import ensure_steps  # noqa: E402
 from legival_core.stages.ingest import ingest_file  # noqa: E402
 from legival_core.stages.judge import judge_missing  # noqa: E402
 from legival_core.store import Store  # noqa: E402
-from tests.fakes.gemini_server import FakeGemini  # noqa: E402
-
-
-def _serve(delay: float, urls: Any, stop: Any) -> None:
-    with FakeGemini(delay_s=delay) as srv:
-        urls.put(srv.url)
-        stop.wait()
 
 
 def fill(store: Store, n: int, tmp: Path) -> None:
@@ -57,30 +51,22 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     args = ap.parse_args()
 
-    urls: Any = mp.Queue()
-    stop = mp.Event()
-    proc = mp.Process(target=_serve, args=(args.delay, urls, stop), daemon=True)
-    proc.start()
-    url = urls.get(timeout=30)
-    try:
-        with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "bench.duckdb") as store:
-            fill(store, args.n, Path(tmp))
-            t0 = time.perf_counter()
-            segmented = ensure_steps(store)
-            seg_s = time.perf_counter() - t0
-            judge = GeminiJudge(
-                api_key="bench-key", base_url=url, limits=JudgeLimits(concurrency=args.concurrency)
-            )
-            t0 = time.perf_counter()
-            s = judge_missing(store, judge)
-            dt = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            again = judge_missing(store, judge)
-            dt2 = time.perf_counter() - t0
-            stored = store.count("judge_results")
-    finally:
-        stop.set()
-        proc.join(5)
+    with (fake_gemini(args.delay) as url, tempfile.TemporaryDirectory() as tmp,
+          Store(Path(tmp) / "bench.duckdb") as store):
+        fill(store, args.n, Path(tmp))
+        t0 = time.perf_counter()
+        segmented = ensure_steps(store)
+        seg_s = time.perf_counter() - t0
+        judge = GeminiJudge(
+            api_key="bench-key", base_url=url, limits=JudgeLimits(concurrency=args.concurrency)
+        )
+        t0 = time.perf_counter()
+        s = judge_missing(store, judge)
+        dt = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        again = judge_missing(store, judge)
+        dt2 = time.perf_counter() - t0
+        stored = store.count("judge_results")
     ceiling = args.concurrency / args.delay if args.delay else float("inf")
     print(f"segmented {segmented} traces in {seg_s:.2f} s (once, before judging)")
     print(

@@ -11,22 +11,16 @@ client's GIL) unless --same-process is given.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _measure import fake_gemini  # noqa: E402
 
 from legival_core.judges import GeminiJudge, JudgeLimits, JudgeRequest  # noqa: E402
-from tests.fakes.gemini_server import FakeGemini  # noqa: E402
-
-
-def _serve(delay: float, urls: Any, stop: Any) -> None:
-    with FakeGemini(delay_s=delay) as srv:
-        urls.put(srv.url)
-        stop.wait()
 
 
 def main() -> None:
@@ -38,29 +32,13 @@ def main() -> None:
     args = ap.parse_args()
     steps = ("Let x = 1.", "Wait, x must be 2.", "So the answer is 2.")
     reqs = [JudgeRequest(f"t{i}", "math", "q", steps) for i in range(args.n)]
-    if args.same_process:
-        srv = FakeGemini(delay_s=args.delay).start()
-        url, stop_srv = srv.url, srv.stop
-    else:
-        urls: Any = mp.Queue()
-        stop = mp.Event()
-        proc = mp.Process(target=_serve, args=(args.delay, urls, stop), daemon=True)
-        proc.start()
-        url = urls.get(timeout=30)
-
-        def stop_srv() -> None:
-            stop.set()
-            proc.join(5)
-
-    try:
+    with fake_gemini(args.delay, same_process=args.same_process) as url:
         judge = GeminiJudge(
             api_key="bench-key", base_url=url, limits=JudgeLimits(concurrency=args.concurrency)
         )
         t0 = time.perf_counter()
         res = judge.judge_many(reqs)
         dt = time.perf_counter() - t0
-    finally:
-        stop_srv()
     ok = sum(r.status == "ok" for r in res)
     ceiling = args.concurrency / args.delay if args.delay else float("inf")
     print(

@@ -31,9 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,14 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _measure import load_average, machine_at_start, peak_rss_mib, run_phase  # noqa: E402
+
 TARGETS = {"resume_plan_s": 30.0, "commit_s": 5.0, "report_s": 120.0, "peak_rss_gib": 8.0, "paper_plan_s": 60.0}
-
-
-def peak_rss_mib() -> float:
-    """Peak resident set of this process and its finished children (Linux: KiB)."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return max(own, kids) / 1024
 
 
 # ------------------------------------------------------------------------------------------ phases
@@ -69,7 +62,7 @@ def phase_generate(db: Path, traces: int, mean_steps: float, seed: int) -> dict[
     same, checked = check_segmentation(tmp)
     tmp.rename(db)
     return {"phase": "generate", **counts.as_dict(), "segmentation_matches": same, "segmentation_checked": checked,
-            "peak_rss_mib": round(peak_rss_mib())}
+            "peak_rss_mib": round(peak_rss_mib(children=True))}
 
 
 class RecordingExecutor:
@@ -96,7 +89,7 @@ def phase_plan(db: Path) -> dict[str, Any]:
     t = plan.totals()
     return {"phase": "plan", "paper_plan_s": round(wall, 2), "rollouts": t["rollouts_missing"],
             "prompt_tokens": t["prompt_tokens"], "judge_calls": t["judge_calls"], "generations": t["generations"],
-            "peak_rss_mib": round(peak_rss_mib())}
+            "peak_rss_mib": round(peak_rss_mib(children=True))}
 
 
 def phase_resume(db: Path, fraction: float, seed: int) -> dict[str, Any]:
@@ -129,7 +122,7 @@ def phase_resume(db: Path, fraction: float, seed: int) -> dict[str, Any]:
     return {"phase": "resume", "deleted": deleted, "sampled": gone.height, "planned_missing": len(rec.keys),
             "exact": got == want and len(rec.keys) == len(want) and deleted == len(want),
             "shards": len(per_shard), "resume_plan_s": round(plan_s, 2), "slowest_shard_s": round(max(per_shard), 2),
-            "delete_s": round(delete_s, 2), "peak_rss_mib": round(peak_rss_mib())}
+            "delete_s": round(delete_s, 2), "peak_rss_mib": round(peak_rss_mib(children=True))}
 
 
 class SyntheticRollouts:
@@ -275,7 +268,7 @@ def phase_commit(db: Path, rows: int, seed: int, ready_sets: bool) -> dict[str, 
     return {"phase": "commit", "rows": sum(t.rows for t in timed), "stored": added, "chunks": ex.batches,
             "commits": sum(t.commits for t in timed), "shards": len(timed),
             "commit_s": round(sum(t.seconds for t in timed), 2), "plan_and_run_s": round(wall, 2),
-            "close_checkpoint_s": round(close_s, 2), "peak_rss_mib": round(peak_rss_mib())}
+            "close_checkpoint_s": round(close_s, 2), "peak_rss_mib": round(peak_rss_mib(children=True))}
 
 
 def phase_report(db: Path, out: Path, resamples: int) -> dict[str, Any]:
@@ -293,18 +286,10 @@ def phase_report(db: Path, out: Path, resamples: int) -> dict[str, Any]:
             "resamples": data.boot.n_resamples if data is not None and data.boot is not None else 0,
             "teachers": data.teacher_metrics.height if data is not None else 0,
             "rollouts_counted": int(data.aggregates.by_dataset["n_rollouts"].sum()) if data is not None else 0,
-            "peak_rss_mib": round(peak_rss_mib())}
+            "peak_rss_mib": round(peak_rss_mib(children=True))}
 
 
 # ------------------------------------------------------------------------------------------ driver
-
-
-def run_phase(args: list[str]) -> dict[str, Any]:
-    """One phase in a fresh process; its last stdout line is its JSON result."""
-    proc = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"phase {args[1]} failed (exit {proc.returncode})")
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
 def gib(n_bytes: float) -> str:
@@ -339,19 +324,16 @@ def main() -> None:
         print(json.dumps(result), flush=True)
         return
 
-    from _scale_store import ScaleShape
+    from _scale_store import ScaleShape, store_path
 
-    shape = ScaleShape(a.traces, a.mean_steps, a.seed)
-    store = a.store or ROOT / ".cache" / "scale" / f"{shape.name()}.duckdb"
-    store.parent.mkdir(parents=True, exist_ok=True)
-    load = [round(x, 2) for x in os.getloadavg()]
-    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]} {load[1]} {load[2]} at start", flush=True)
+    store = store_path(ScaleShape(a.traces, a.mean_steps, a.seed), a.store)
+    load = machine_at_start()
     common = ["--traces", str(a.traces), "--mean-steps", str(a.mean_steps), "--seed", str(a.seed)]
     gen: dict[str, Any] = {"phase": "generate", "cached": True}
     if not store.exists():
         print(f"generating {store} (once; reruns reuse it) ...", flush=True)
         t0 = time.perf_counter()
-        gen = run_phase(["--phase", "generate", "--db", str(store), *common])
+        gen = run_phase(__file__, ["--phase", "generate", "--db", str(store), *common])
         gen["wall_s"] = round(time.perf_counter() - t0, 1)
         print(f"generated in {gen['wall_s']} s: {gen['traces']:,} traces, {gen['steps']:,} steps, "
               f"{gen['rollouts']:,} rollouts; segmenter agrees on {gen['segmentation_matches']}/"
@@ -363,14 +345,15 @@ def main() -> None:
     shutil.copyfile(store, work)
     copy_s = time.perf_counter() - t0
     try:
-        rep = run_phase(["--phase", "report", "--db", str(work), "--out", str(out), "--resamples", str(a.resamples)])
-        pln = run_phase(["--phase", "plan", "--db", str(work)])
-        res = run_phase(["--phase", "resume", "--db", str(work), "--delete-fraction", str(a.delete_fraction),
-                         "--seed", str(a.seed)])
-        com = run_phase(["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
-                         "--seed", str(a.seed)])
-        per_chunk = run_phase(["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
-                               "--seed", str(a.seed), "--one-per-chunk"])
+        rep = run_phase(__file__, ["--phase", "report", "--db", str(work), "--out", str(out),
+                                   "--resamples", str(a.resamples)])
+        pln = run_phase(__file__, ["--phase", "plan", "--db", str(work)])
+        res = run_phase(__file__, ["--phase", "resume", "--db", str(work), "--delete-fraction", str(a.delete_fraction),
+                                   "--seed", str(a.seed)])
+        com = run_phase(__file__, ["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
+                                   "--seed", str(a.seed)])
+        per_chunk = run_phase(__file__, ["--phase", "commit", "--db", str(work), "--commit-rows", str(a.commit_rows),
+                                         "--seed", str(a.seed), "--one-per-chunk"])
     finally:
         if not a.keep:
             work.unlink(missing_ok=True)
@@ -378,7 +361,7 @@ def main() -> None:
             shutil.rmtree(out, ignore_errors=True)
     peak = max(rep["peak_rss_mib"], res["peak_rss_mib"], com["peak_rss_mib"], per_chunk["peak_rss_mib"],
                pln["peak_rss_mib"])
-    end_load = [round(x, 2) for x in os.getloadavg()]
+    end_load = load_average()
     figures = {
         "resume_plan_s": res["resume_plan_s"], "commit_s": com["commit_s"], "report_s": rep["report_s"],
         "peak_rss_gib": round(peak / 1024, 2), "paper_plan_s": pln["paper_plan_s"],

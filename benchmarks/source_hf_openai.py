@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from _measure import peak_rss_mib  # noqa: E402
+
 EXAMPLES = REPO / "examples" / "data"
 
 INPUTS: dict[str, tuple[str, dict[str, str]]] = {
@@ -100,16 +103,7 @@ def child(mode: str, name: str, d: Path) -> dict[str, Any]:
         with Store(d / f"{name.split()[0]}-{os.getpid()}.duckdb") as store:
             n = ingest_file(store, path, fmt=fmt, options=opts).new_traces
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "records": n, "import_s": import_s, "peak_rss_mb": _peak_rss_mb()}
-
-
-def _peak_rss_mb() -> float:
-    """This process's peak RSS: VmHWM, which starts afresh at exec (`ru_maxrss` keeps the high-water mark
-    of the parent it was forked from, here the one that built the inputs)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"seconds": seconds, "records": n, "import_s": import_s, "peak_rss_mb": peak_rss_mib()}
 
 
 def measure(mode: str, name: str, d: Path) -> dict[str, Any]:

@@ -34,6 +34,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from _measure import peak_rss_mib  # noqa: E402
+
 GSM8K = REPO / "examples" / "data" / "gsm8k_test.jsonl"
 FLUSH_EVERY = 2000
 """Samples per recorder flush (`eval()`'s default flushes every 10, each flush copying the whole zip)."""
@@ -145,20 +149,6 @@ def child_read(path: Path, fmt: str, jsonl: Path | None) -> None:
     if sink:
         sink.close()
     print(json.dumps({"records": n, "bad": bad, "s": time.perf_counter() - t0, "peak_rss_mib": peak_rss_mib()}))
-
-
-def peak_rss_mib() -> float:
-    """This process's peak RSS: the kernel's high-water mark of its memory (`VmHWM`), which starts
-    afresh at exec (`ru_maxrss` does not: a child forked from a big parent reports the parent's)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_child(args: list[str]) -> tuple[float, float, str]:

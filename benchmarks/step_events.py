@@ -34,13 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _measure import load_average, machine_at_start, peak_rss_mib, run_phase  # noqa: E402
+
 TARGETS = {"stage_s": 60.0, "stage_rss_gib": 4.0, "effects_s": 60.0, "effects_rss_gib": 4.0}
-
-
-def peak_rss_mib() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def phase_stage(db: Path) -> dict[str, Any]:
@@ -102,14 +98,6 @@ def phase_effects(db: Path, resamples: int) -> dict[str, Any]:
             "peak_rss_mib": round(peak_rss_mib())}
 
 
-def run_phase(args: list[str]) -> dict[str, Any]:
-    """One phase in a fresh process; its last stdout line is its JSON result."""
-    proc = subprocess.run([sys.executable, __file__, *args], stdout=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"phase {args[1]} failed (exit {proc.returncode})")
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
-
-
 def main() -> None:
     from legival_core.run_config import Report, default_of
 
@@ -129,13 +117,10 @@ def main() -> None:
         print(json.dumps(result), flush=True)
         return
 
-    from _scale_store import ScaleShape
+    from _scale_store import ScaleShape, store_path
 
-    shape = ScaleShape(a.traces, a.mean_steps, a.seed)
-    store = a.store or ROOT / ".cache" / "scale" / f"{shape.name()}.duckdb"
-    store.parent.mkdir(parents=True, exist_ok=True)
-    load = [round(x, 2) for x in os.getloadavg()]
-    print(f"machine: {os.cpu_count()} CPUs, load average {load[0]} {load[1]} {load[2]} at start", flush=True)
+    store = store_path(ScaleShape(a.traces, a.mean_steps, a.seed), a.store)
+    load = machine_at_start()
     if not store.exists():
         print(f"generating {store} (once; reruns and benchmarks/scale.py reuse it) ...", flush=True)
         proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "scale.py"), "--phase", "generate", "--db",
@@ -148,9 +133,9 @@ def main() -> None:
     shutil.copyfile(store, work)
     copy_s = time.perf_counter() - t0
     try:
-        stage = run_phase(["--phase", "stage", "--db", str(work)])
-        rerun = run_phase(["--phase", "rerun", "--db", str(work)])
-        effects = run_phase(["--phase", "effects", "--db", str(work), "--resamples", str(a.resamples)])
+        stage = run_phase(__file__, ["--phase", "stage", "--db", str(work)])
+        rerun = run_phase(__file__, ["--phase", "rerun", "--db", str(work)])
+        effects = run_phase(__file__, ["--phase", "effects", "--db", str(work), "--resamples", str(a.resamples)])
     finally:
         if not a.keep:
             work.unlink(missing_ok=True)
@@ -158,7 +143,7 @@ def main() -> None:
     figures = {"stage_s": stage["stage_s"], "stage_rss_gib": round(stage["peak_rss_mib"] / 1024, 2),
                "effects_s": effects["effects_s"], "effects_rss_gib": round(effects["peak_rss_mib"] / 1024, 2)}
     ok = {k: figures[k] < TARGETS[k] for k in TARGETS}
-    end_load = [round(x, 2) for x in os.getloadavg()]
+    end_load = load_average()
 
     def mark(k: str) -> str:
         return "ok" if ok[k] else "MISSED"

@@ -12,7 +12,6 @@ skews both sides differently.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -20,17 +19,11 @@ from pathlib import Path
 from legival_core.backends.embedded import EmbeddedBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _transfer_workload import build_requests, load_traces, token_summary  # noqa: E402
+from _transfer_workload import token_summary, workload, workload_parser  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--limit", type=int, default=10, help="number of traces (default 10)")
-    parser.add_argument("--min-steps", type=int, default=30)
-    parser.add_argument("--step-interval", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser = workload_parser(__doc__)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
@@ -42,9 +35,7 @@ def main() -> None:
         args.model_dir, dtype=args.dtype, max_batch=args.max_batch, num_threads=args.threads
     )
     print(f"model {backend.model_id} ({args.dtype}) ready in {time.perf_counter() - started:.1f} s")
-    traces = load_traces(args.limit, args.min_steps)
-    requests = build_requests(backend, traces, args.max_new_tokens, args.step_interval)
-    print(f"{len(traces)} traces, {len(requests)} rollouts, max_new_tokens {args.max_new_tokens}")
+    requests = workload(backend, args)
 
     t0 = time.perf_counter()
     cached = backend.generate(requests)

@@ -11,7 +11,6 @@ prefix-cache hit rate, per request (`num_cached_tokens`) and from the engine's o
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -19,17 +18,11 @@ from pathlib import Path
 from legival_core.backends.base import TextBackend, make_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _transfer_workload import build_requests, load_traces, token_summary  # noqa: E402
+from _transfer_workload import token_summary, workload, workload_parser  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--limit", type=int, default=10, help="number of traces (default 10)")
-    parser.add_argument("--min-steps", type=int, default=30)
-    parser.add_argument("--step-interval", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser = workload_parser(__doc__)
     parser.add_argument(
         "--dtype", default="float32", help="vLLM dtype (float32 matches the embedded backend)"
     )
@@ -46,9 +39,7 @@ def main() -> None:
     print(
         f"{type(backend).__name__} {backend.model_id} ({args.dtype}) ready in {time.perf_counter() - started:.1f} s"
     )
-    traces = load_traces(args.limit, args.min_steps)
-    requests = build_requests(backend, traces, args.max_new_tokens, args.step_interval)
-    print(f"{len(traces)} traces, {len(requests)} rollouts, max_new_tokens {args.max_new_tokens}")
+    requests = workload(backend, args)
 
     t0 = time.perf_counter()
     done = backend.generate(requests)

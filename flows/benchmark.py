@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
+from flows.session import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.laps import Laps
 from legival_core.lifecycle.cancel import raise_if_cancelled
 from legival_core.runs.record import new_run_id

@@ -8,7 +8,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
+from flows.session import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.runs.record import new_run_id
 from legival_core.stages.registered import RunContext, stage_info, stages_before
 from tasks.prefect_ui import run_name, tagged

@@ -4,7 +4,7 @@ from typing import Any
 
 from prefect import flow
 
-from flows._common import ends_cancelled, run_registered
+from flows.session import ends_cancelled, run_registered
 from legival_core.stages.registered import summary_dict
 from tasks.prefect_ui import run_name
 

@@ -5,7 +5,7 @@ from typing import Any
 from prefect import flow
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows._common import driver_session, ends_cancelled, load_run, selected_teachers
+from flows.session import driver_session, ends_cancelled, load_run, selected_teachers
 from legival_core.stages.registered import stage_info
 from tasks.prefect_ui import run_name, tagged
 from tasks.stages import run_shards, stage_jobs

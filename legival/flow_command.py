@@ -67,7 +67,7 @@ def run_flow(name: str, call: Callable[[Any], Any], command: str, argv: list[str
         finally:
             if not received:
                 BOARD.clear()
-            from tasks._driver import close_stores
+            from tasks.store_lock import close_stores
 
             close_stores()  # also the store the command handed over when the flow failed before using it
         if received:  # the signal came as the flow ended: it is complete, say so and exit as cancelled

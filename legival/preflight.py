@@ -30,7 +30,7 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
     `check_out`: the report directory (`out`, else the spec's `report.out`) must be writable, checked
     before the store is created. A run (`create`) also checks, before the store is created, that the
     spec's Ray cluster and the Prefect API answer within `execution.connect_timeout_s` (tasks/infra.py).
-    `hold` (a run): the store stays open, handed to the flow's driver (`tasks._driver.adopt`), so no
+    `hold` (a run): the store stays open, handed to the flow's driver (`tasks.store_lock.adopt`), so no
     other process can take it between this check and the flow's first task. Nothing is left behind by
     a refusal here: the report directory is only probed (removed again when it did not exist)."""
 
@@ -69,7 +69,7 @@ def prepare_spec_run(spec_file: Path, db: Path | None, teachers: list[str] | Non
         _CREATED.add(db_path)
     note_migration(store)
     if hold and create:
-        from tasks._driver import adopt
+        from tasks.store_lock import adopt
 
         adopt(store)
     else:

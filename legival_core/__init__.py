@@ -1,4 +1,6 @@
-"""Legi-Val core library: pure data types, metrics, graders, backends and the store.
+"""Legi-Val core library: everything that computes a number (docs/architecture.md, "Layers" and
+"Rooms"): the domain records, the registry, the store, the readers, graders, metrics, backends and
+judges, the stages, the run configuration and the reports.
 
 Imports without prefect, ray, vllm or torch: heavy dependencies load inside the functions that need
 them.

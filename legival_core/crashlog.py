@@ -89,7 +89,7 @@ def _option(args: Sequence[str], name: str) -> str | None:
 def write_crash_log(e: BaseException, args: Sequence[str]) -> Path | None:
     """The traceback and the command line in a new file; None when not even the temp directory is
     writable (the error line then says so). Written once per exception: a flow that logged its
-    failure (`flows._common.driver_session`) and the command that ran it name the same file."""
+    failure (`flows.session.driver_session`) and the command that ran it name the same file."""
     written = getattr(e, _LOGGED, None)
     if isinstance(written, Path):
         return written

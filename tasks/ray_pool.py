@@ -379,7 +379,7 @@ def _stop_ray() -> None:
     global _local_head
     import ray
 
-    with _python_keeps_sigterm():  # Ray's core puts SIGTERM back to its default as it shuts down
+    with python_keeps_sigterm():  # Ray's core puts SIGTERM back to its default as it shuts down
         ray.shutdown()
     head, _local_head = _local_head, None
     if head is not None:
@@ -398,13 +398,13 @@ def _init_ray(execution: Execution) -> None:
     if ray.is_initialized():
         return
     raise_if_cancelled("starting Ray")  # never a new Ray after a cancel
-    with _python_keeps_sigterm():
+    with python_keeps_sigterm():
         _start_ray(execution)
     _started_ray = True
 
 
 @contextmanager
-def _python_keeps_sigterm() -> Iterator[None]:
+def python_keeps_sigterm() -> Iterator[None]:
     """Ray's C++ core installs abseil's failure-signal handler, which takes SIGTERM from Python and
     aborts the process (exit -6 and a stack dump), and its shutdown leaves SIGTERM at its default (the
     process then dies at once, exit -15, cleaning nothing): a cancel from Prefect or a scheduler must reach

@@ -24,10 +24,10 @@ from prefect.cache_policies import NO_CACHE
 from legival_core.lifecycle.cancel import Cancelled, cancel_reason, cancel_requested, raise_if_cancelled
 from legival_core.run_config import BenchmarkSpec, Execution
 from legival_core.stages.registered import Job, RunContext, StageInfo, stage_info, summary_dict
-from tasks._driver import locked_store
 from tasks._retry import retry_generation, retry_transient
 from tasks.prefect_ui import publish_markdown, publish_plan, run_logger
 from tasks.progress import BOARD
+from tasks.store_lock import locked_store
 
 RETRY_CONDITIONS: dict[str, Callable[..., bool] | None] = {
     "transient": retry_transient, "generation": retry_generation, "never": None}

@@ -28,6 +28,28 @@ Loader = Callable[[Path], Iterator[Problem]]
 
 
 @dataclass(frozen=True, slots=True)
+class JudgeRubric:
+    """A dataset's part of the backtracking judge's system prompt (SPEC section 3). The judge writes it
+    around the one reply format its parser reads (`judges.prompt.rubric_prompt`): `task`, the JSON
+    structure with this dataset's descriptions of its fields, `rules`, and the closing line asking for
+    JSON only. Changing any of it changes judgements: bump `judges.prompt.PROMPT_VERSION`."""
+
+    task: str
+    """Who the judge is, what backtracking is on this dataset, and what indicates it."""
+    final_answer: str
+    """What the reply's `final_answer` holds."""
+    reason: str
+    """What each flagged step's `reason` explains."""
+    rules: str
+    """How to fill the fields (the paper's "Filtering Rules" section, and any other of the dataset's own)."""
+    overall_reasoning: str = "A brief explanation of why the model's logic was considered linear or non-linear."
+    """What the reply's `overall_reasoning` says."""
+    closing_note: str = ""
+    """Words ending the closing line's "Do not include any other text or formatting" (the paper's math
+    rubric: " before or after the JSON")."""
+
+
+@dataclass(frozen=True, slots=True)
 class DatasetSpec:
     """A dataset: its loaders, grader, student prompts and judge rubric (registered by `register_dataset`)."""
 
@@ -38,8 +60,8 @@ class DatasetSpec:
     system_prompt: str = ""
     forcing_text: str = "The answer is \\boxed{"
     grader_version: str = "1"
-    judge_rubric: str = ""
-    """The backtracking judge's system prompt for this dataset ("" : the judge skips its traces)."""
+    judge_rubric: JudgeRubric | None = None
+    """The backtracking judge's rubric for this dataset (None: the judge skips its traces)."""
     task_patterns: tuple[str, ...] = ()
     """Names evaluation tools give this dataset's tasks (fnmatch patterns, lower case: Inspect AI's
     `inspect_evals/gsm8k`, lm-evaluation-harness's `minerva_math_algebra`...), so that their logs are read

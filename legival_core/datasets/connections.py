@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from legival_core.datasets.base import DatasetSpec, register_dataset
+from legival_core.datasets.base import DatasetSpec, JudgeRubric, register_dataset
 from legival_core.grading import (
     AnswerGrader,
     canonical_groups,
@@ -171,7 +171,8 @@ def judge(value: str, problem: Problem) -> Grade:
 
 # The backtracking judge's rubric for this dataset (SPEC section 3); provenance in
 # legival_core/judges/prompt.py. Changing it changes judgements: bump judges.prompt.PROMPT_VERSION.
-JUDGE_RUBRIC = """You are an expert in analyzing linguistic and lateral reasoning traces for the 'NYT Connections' word game. Your task is to identify 'backtracking' within these traces.
+JUDGE_RUBRIC = JudgeRubric(
+    task="""You are an expert in analyzing linguistic and lateral reasoning traces for the 'NYT Connections' word game. Your task is to identify 'backtracking' within these traces.
 
 In Connections, backtracking occurs when the model suggests a group of four words under a specific theme, then realizes one or more words don't fit, or notices a 'red herring' and restarts its grouping strategy.
 
@@ -181,29 +182,14 @@ Your goal is to determine if the provided reasoning trace exhibits backtracking.
 - Realizing that a word is a "red herring" intended to distract from the true category.
 - Recalculating the remaining words after a failed grouping attempt.
 
-Do not confuse the simple act of listing word definitions with backtracking. Backtracking requires an explicit "undoing" or "re-sorting" of a previously proposed group.
-
-You will be given a reasoning trace as input. You must return a JSON object with the following structure:
-{
-  "backtracking_detected": boolean,
-  "final_answer": "The final four categories and their respective words.",
-  "backtracking_steps": [
-    {
-      "step_number": int,
-      "reason": "Explain which word/category was abandoned and why."
-    }
-  ],
-  "confidence": float (0.0 to 1.0),
-  "overall_reasoning": "A brief explanation of the model's categorical sorting process."
-}
-
-**Filtering Rules:**
+Do not confuse the simple act of listing word definitions with backtracking. Backtracking requires an explicit "undoing" or "re-sorting" of a previously proposed group.""",
+    final_answer="The final four categories and their respective words.",
+    reason="Explain which word/category was abandoned and why.",
+    rules="""**Filtering Rules:**
 - `backtracking_detected`: `true` if the model revises its groupings or themes; `false` if it identifies all four categories correctly on the first pass.
-- `backtracking_steps`: List the logical steps where a grouping was discarded or changed.
-
-**Your Response:**
-- Your response MUST be a single, valid JSON object. Do not include any other text or formatting.
-"""
+- `backtracking_steps`: List the logical steps where a grouping was discarded or changed.""",
+    overall_reasoning="A brief explanation of the model's categorical sorting process.",
+)
 
 
 SPEC = register_dataset(

@@ -1,7 +1,9 @@
 """Answer extraction and grading (SPEC section 2), shared by every dataset module.
 
-Datasets build an `AnswerGrader` from a finder (extract.py, groups.py) and a judge; MATH equivalence
-runs math-verify in a persistent, killable worker process (math_equiv.py, worker.py).
+Datasets build an `AnswerGrader` (grader.py) from a finder (extract.py, groups.py) and a judge
+(numeric.py for numbers, normalize.py and math_equiv.py for MATH answers); MATH equivalence runs
+math-verify in a persistent, killable worker process (worker.py, started as `_worker_main`). Reading
+the files that hold traces is `legival_core.readers`.
 """
 
 from __future__ import annotations

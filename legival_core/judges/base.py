@@ -4,10 +4,11 @@ A judge reads the numbered steps of one trace and returns the step numbers it fl
 the metric is |distinct flagged step numbers in 1..m| / m (`backtracking_fraction`). This module holds
 everything that does not depend on the wire protocol: request/result records, reply validation, the
 retries (`llm.retry.call_with_retries` under the judge's `JudgeLimits`), the single repair re-ask,
-windowing of over-long traces, and concurrent fan-out. A concrete judge (gemini.py, openai_compat.py)
-implements only `_send`: one HTTP call, mapping its errors (`llm.errors`) to `TransientError`
-(retried), `ConnectionFailed` (the endpoint cannot be reached: retried `JudgeLimits.connect_retries`
-times after a short delay) or `PermanentError` (not retried).
+windowing of over-long traces, concurrent fan-out, and the settings every judge is built with
+(`BaseJudge.__init__`). A concrete judge (gemini.py, openai_compat.py) implements only `_connect` (its
+client, from the endpoint and key) and `_send`: one HTTP call, mapping its errors (`llm.errors`) to
+`TransientError` (retried), `ConnectionFailed` (the endpoint cannot be reached: retried
+`JudgeLimits.connect_retries` times after a short delay) or `PermanentError` (not retried).
 
 Fail fast: a run's `llm.breaker.Breaker` lets only a few traces through until a call reaches the server;
 when those all fail to connect, the remaining traces are not sent (left out of `judge_many`'s results,
@@ -161,24 +162,32 @@ class WindowOutcome:
 
 
 class BaseJudge(ABC):
-    """Retries, repair, validation, windowing and concurrency; subclasses implement `_send`."""
+    """Retries, repair, validation, windowing and concurrency; subclasses implement `_connect` and
+    `_send`. The settings every judge takes are declared here, once; a judge declares only its own."""
 
     name: ClassVar[str]
+    default_model: ClassVar[str | None] = None
+    """The model when none is given (None: the judge needs `model=`, e.g. a self-hosted server's id)."""
     prompt_version: str = PROMPT_VERSION
 
     def __init__(
         self,
         *,
-        model: str,
-        temperature: float,
-        max_output_tokens: int | None,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        temperature: float = 0.1,
+        max_output_tokens: int | None = 8192,
         include_question: bool = False,
         limits: JudgeLimits | None = None,
         windows: WindowPolicy | None = None,
         max_cost_usd: float | None = None,
         prices: Prices | None = None,
     ) -> None:
-        self.model = model
+        chosen = model or self.default_model
+        if not chosen:
+            raise TypeError(f"{type(self).__name__} needs model= (the served model id)")
+        self.model = chosen
         self.temperature = temperature
         self.max_output_tokens = max_output_tokens
         self.include_question = include_question
@@ -188,8 +197,15 @@ class BaseJudge(ABC):
         self.prices = prices or DEFAULT_PRICES
         self._limiter = RateLimiter(self.limits.rpm, self.limits.rpm_burst)
         self._sleep: Callable[[float], None] = time.sleep
+        self.base_url: str | None = None
+        self._connect(base_url, api_key)
 
     # -- to implement -------------------------------------------------------------------------------
+
+    @abstractmethod
+    def _connect(self, base_url: str | None, api_key: str | None) -> None:
+        """Build the client (after the settings above are set): resolve the endpoint into `base_url` and
+        the key (never kept in plain text: `_secrets` names it for scrubbing)."""
 
     @abstractmethod
     def _send(self, system: str, turns: Sequence[Turn]) -> Reply:
@@ -215,7 +231,8 @@ class BaseJudge(ABC):
         }
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model!r}, temperature={self.temperature!r})"
+        return (f"{type(self).__name__}(model={self.model!r}, temperature={self.temperature!r}, "
+                f"base_url={self.base_url!r})")
 
     def scrub(self, text: str) -> str:
         return scrub(text, self._secrets())

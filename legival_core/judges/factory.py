@@ -2,8 +2,8 @@
 `legival run` all build their judge here).
 
 Every judge registers itself with a `JudgeInfo` (`register("judge", NAME, CLASS, meta=JudgeInfo(...))`)
-saying what it is: an LLM judge (a class taking `model`, `base_url`, `limits`, `prices` and, when it
-has one, `api_key` keyword arguments) or not (`lexical`: cues stored by the efficiency stage, nothing
+saying what it is: an LLM judge (a `BaseJudge` subclass, taking `model`, `base_url`, `api_key`, `limits`
+and `prices` keyword arguments among `BaseJudge`'s) or not (`lexical`: cues stored by the efficiency stage, nothing
 to build), whether it needs a model id, and whether it has a provider batch API. `make_judge` reads
 that record and nothing else, so a new judge is one module in this package and no edit here.
 

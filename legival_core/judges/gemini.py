@@ -32,7 +32,6 @@ import httpx
 from legival_core.judges.base import (
     BaseJudge,
     JudgeError,
-    JudgeLimits,
     JudgeRequest,
     JudgeResult,
     MissingAPIKey,
@@ -40,7 +39,6 @@ from legival_core.judges.base import (
     Turn,
     Window,
     WindowOutcome,
-    WindowPolicy,
     _Tally,
     merge_windows,
 )
@@ -49,7 +47,6 @@ from legival_core.judges.batch_keys import meta_from_key as _meta_from_key
 from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
 from legival_core.judges.records import BATCH_POLL_INTERVAL_S, BatchStatus
-from legival_core.llm.cost import Prices
 from legival_core.llm.errors import Secret, TransientError, parse_retry_after, status_error, transport_error
 from legival_core.registry import register
 
@@ -137,35 +134,17 @@ class GeminiJudge(BaseJudge):
     """Backtracking judge on the Gemini API (default gemini-2.5-flash, temperature 0.1 as in the paper)."""
 
     name = "gemini"
+    default_model = DEFAULT_MODEL
 
-    def __init__(
-        self,
-        *,
-        model: str = DEFAULT_MODEL,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        temperature: float = 0.1,
-        max_output_tokens: int | None = 8192,
-        include_question: bool = False,
-        limits: JudgeLimits | None = None,
-        windows: WindowPolicy | None = None,
-        max_cost_usd: float | None = None,
-        prices: Prices | None = None,
-        batch_file_threshold_bytes: int = DEFAULT_BATCH_FILE_THRESHOLD_BYTES,
-    ) -> None:
-        super().__init__(
-            model=model,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            include_question=include_question,
-            limits=limits,
-            windows=windows,
-            max_cost_usd=max_cost_usd,
-            prices=prices,
-        )
+    def __init__(self, *, batch_file_threshold_bytes: int = DEFAULT_BATCH_FILE_THRESHOLD_BYTES,
+                 **settings: Any) -> None:
+        """`settings`: `BaseJudge`'s; `batch_file_threshold_bytes`: see `submit_batch`."""
+        self.batch_file_threshold_bytes = batch_file_threshold_bytes
+        super().__init__(**settings)
+
+    def _connect(self, base_url: str | None, api_key: str | None) -> None:
         self._key = Secret(resolve_api_key(api_key))
         self.base_url = base_url or os.environ.get(BASE_URL_ENV) or None
-        self.batch_file_threshold_bytes = batch_file_threshold_bytes
         genai = _require_genai()
         from google.genai import types
 
@@ -180,11 +159,6 @@ class GeminiJudge(BaseJudge):
             self._client = genai.Client(api_key=self._key.get(), http_options=http_options)
         except Exception as e:
             raise JudgeError(self.scrub(f"could not create the Gemini client: {e}")) from None
-
-    def __repr__(self) -> str:
-        return (
-            f"GeminiJudge(model={self.model!r}, temperature={self.temperature!r}, base_url={self.base_url!r})"
-        )
 
     def _secrets(self) -> tuple[str, ...]:
         return (self._key.get(),)

@@ -16,11 +16,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from legival_core.judges.base import BaseJudge, JudgeLimits, Reply, Turn, WindowPolicy
+from legival_core.judges.base import BaseJudge, Reply, Turn
 from legival_core.judges.factory import JudgeInfo
 from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
 from legival_core.judges.records import JudgeError
-from legival_core.llm.cost import Prices
 from legival_core.llm.errors import TransientError
 from legival_core.llm.transport import OpenAIEndpoint
 from legival_core.registry import register
@@ -34,30 +33,7 @@ class OpenAICompatJudge(BaseJudge):
 
     name = "openai-compatible"
 
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        temperature: float = 0.1,
-        max_output_tokens: int | None = 8192,
-        include_question: bool = False,
-        limits: JudgeLimits | None = None,
-        windows: WindowPolicy | None = None,
-        max_cost_usd: float | None = None,
-        prices: Prices | None = None,
-    ) -> None:
-        super().__init__(
-            model=model,
-            temperature=temperature,
-            max_output_tokens=max_output_tokens,
-            include_question=include_question,
-            limits=limits,
-            windows=windows,
-            max_cost_usd=max_cost_usd,
-            prices=prices,
-        )
+    def _connect(self, base_url: str | None, api_key: str | None) -> None:
         url = base_url or os.environ.get(BASE_URL_ENV)
         if not url:
             raise JudgeError(
@@ -73,9 +49,6 @@ class OpenAICompatJudge(BaseJudge):
             headers={"Content-Type": "application/json"},
         )
         self.base_url = self._api.root
-
-    def __repr__(self) -> str:
-        return f"OpenAICompatJudge(model={self.model!r}, temperature={self.temperature!r}, base_url={self.base_url!r})"
 
     def _secrets(self) -> tuple[str, ...]:
         return self._api.secrets()

@@ -1,7 +1,9 @@
 """The backtracking judge's prompt (SPEC section 3; Legi-Val appendix A.3).
 
 The per-dataset system instructions (rubrics) live with their dataset (`DatasetSpec.judge_rubric` in
-`legival_core/datasets/<name>.py`), so a new dataset brings its rubric in its own module.
+`legival_core/datasets/<name>.py`), so a new dataset brings its rubric in its own module; the reply
+format around a rubric (the JSON structure `reply.parse_judgement` reads, and the closing line asking for
+JSON only) is written once, here (`rubric_prompt`), each dataset filling in its descriptions of the fields.
 
 Provenance. The system instructions for `math`, `gpqa` and `connections`, the trace wrapper
 (`Reasoning trace: / --- TRACE START --- / --- TRACE END ---`), the schema text and the JSON-repair
@@ -21,7 +23,10 @@ into windows; and the optional question block (off by default, as in the paper).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from legival_core.datasets.base import JudgeRubric
 
 PROMPT_VERSION = "bt-a3-921eedd-v1"
 """Bumped whenever any text below, or a dataset's `judge_rubric`, changes; part of every judge's cache key."""
@@ -33,21 +38,49 @@ def has_rubric(dataset: str) -> bool:
     from legival_core.registry import UnknownName
 
     try:
-        return bool(get_dataset(dataset).judge_rubric)
+        return get_dataset(dataset).judge_rubric is not None
     except UnknownName:
         return False
 
 
 def system_prompt(dataset: str) -> str:
-    """The rubric for a dataset (its `DatasetSpec.judge_rubric`); a dataset without one is an error
-    (a silent fallback would mix rubrics)."""
+    """The system prompt for a dataset: its `DatasetSpec.judge_rubric` written by `rubric_prompt`; a
+    dataset without one is an error (a silent fallback would mix rubrics)."""
     from legival_core.datasets.base import get_dataset
     from legival_core.registry import names
 
-    if not has_rubric(dataset):
+    rubric = get_dataset(dataset).judge_rubric if has_rubric(dataset) else None
+    if rubric is None:
         known = [d for d in names("dataset") if has_rubric(d)]
         raise ValueError(f"no backtracking rubric for dataset {dataset!r}; known: {', '.join(known)}")
-    return get_dataset(dataset).judge_rubric
+    return rubric_prompt(rubric)
+
+
+def rubric_prompt(rubric: JudgeRubric) -> str:
+    """A dataset's rubric around the reply format, as the paper's rubrics write it (each of them
+    verbatim): the task, the JSON structure with the dataset's descriptions of its fields, the rules, and
+    the closing line asking for one JSON object only."""
+    return (
+        f"{rubric.task}\n\n"
+        "You will be given a reasoning trace as input. You must return a JSON object with the following "
+        "structure:\n"
+        "{\n"
+        '  "backtracking_detected": boolean,\n'
+        f'  "final_answer": "{rubric.final_answer}",\n'
+        '  "backtracking_steps": [\n'
+        "    {\n"
+        '      "step_number": int,\n'
+        f'      "reason": "{rubric.reason}"\n'
+        "    }\n"
+        "  ],\n"
+        '  "confidence": float (0.0 to 1.0),\n'
+        f'  "overall_reasoning": "{rubric.overall_reasoning}"\n'
+        "}\n\n"
+        f"{rubric.rules}\n\n"
+        "**Your Response:**\n"
+        "- Your response MUST be a single, valid JSON object. Do not include any other text or formatting"
+        f"{rubric.closing_note}.\n"
+    )
 
 
 def render_steps(steps: Sequence[str], first: int = 1) -> str:

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import httpx
 
 from legival_core.llm.errors import (
+    LENIENT_STATUSES,
     STRICT_STATUSES,
     LLMError,
     Secret,
@@ -116,3 +117,19 @@ def raise_as_httpx(error: LLMError, *, retried: bool) -> NoReturn:
         raise httpx.HTTPStatusError(r.text[:300], request=r.request, response=r)
     r.raise_for_status()
     raise error
+
+
+def post_json(url: str, body: Mapping[str, Any], *, token: str | None = None, timeout_s: float = 600.0,
+              statuses: Statuses = LENIENT_STATUSES) -> Any:
+    """One JSON POST to a server of Legi-Val's own (the reward server's `/score`, docs/reward.md): its
+    decoded JSON answer, or the classified error (the bearer `token` scrubbed from every message)."""
+    secrets = (token,) if token else ()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers) as client:
+        try:
+            r = client.post(url, json=dict(body))
+        except httpx.TransportError as e:
+            raise transport_error(e, url, lambda t: scrub(t, secrets)) from None
+    if not statuses.ok(r.status_code):
+        raise response_error(r, statuses, lambda t: scrub(t, secrets)) from None
+    return r.json()

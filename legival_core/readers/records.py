@@ -9,9 +9,9 @@ the start is accepted, a line nested too deeply for the JSON parser is a problem
 (`legival_core.readers.input_files`: any other container raises `InputFileError`, naming it).
 
 Dataset loaders use `read_jsonl`, which raises `ValueError` naming the file, the line and the field,
-so a corrupt row is fixed at its source instead of surfacing later as a wrong grade. (It lives here
-because every dataset module already depends on `legival_core.grading`, and `legival_core.datasets`
-imports its modules eagerly.)
+so a corrupt row is fixed at its source instead of surfacing later as a wrong grade. (It lives with
+the other readers of what users give, in `legival_core.readers`, a layer the dataset modules may
+import.)
 """
 
 from __future__ import annotations

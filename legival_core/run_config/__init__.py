@@ -1,7 +1,7 @@
 """The benchmark spec (pydantic, validated at load) and the one source of every default.
 
 `legival run SPEC.yaml` reads a whole spec; every other command builds the section it needs from
-these models with its options as overrides (`spec.base.default_of`), so two commands cannot disagree
+these models with its options as overrides (`run_config.base.default_of`), so two commands cannot disagree
 about a default.
 """
 

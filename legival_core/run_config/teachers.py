@@ -138,7 +138,7 @@ class Teacher(Strict):
         return p
 
     def source_options(self) -> SourceOptions:
-        """What the trace source reads besides a file (`grading.sources.SourceOptions`)."""
+        """What the trace source reads besides a file (`readers.sources.SourceOptions`)."""
         return SourceOptions(dataset=self.dataset, mapping=tuple(self.map.items()), requests=self.requests,
                              problems=self.problems, teacher=self.name)
 

@@ -357,7 +357,7 @@ class Stage(Protocol[U, R, S]):
 
 StoreAccess = Callable[[], AbstractContextManager[Store]]
 """How a runner reaches the store: the CLI holds one open store; the Prefect driver shares one
-connection between task threads under a lock (`tasks._driver.locked_store`)."""
+connection between task threads under a lock (`tasks.store_lock.locked_store`)."""
 
 
 def store_access(store: Store) -> StoreAccess:

@@ -64,7 +64,7 @@ __all__ = ["IngestError", "IngestStage", "IngestSummary", "ParsedLine", "TraceRe
 class IngestSummary:
     file: str
     format: str = OWN
-    """The trace source the file was read as (`grading.sources`; `auto` says what it chose)."""
+    """The trace source the file was read as (`readers.sources`; `auto` says what it chose)."""
     lines: int = 0
     new_traces: int = 0
     already_stored: int = 0
@@ -130,7 +130,7 @@ class IngestStage:
     """The input boundary's limits (the spec's `ingest:` section, the command's options)."""
     name: str = "ingest"
     fmt: str = AUTO
-    """The trace source to read `path` with (`grading.sources`: `auto` sniffs)."""
+    """The trace source to read `path` with (`readers.sources`: `auto` sniffs)."""
     options: SourceOptions = SourceOptions()
 
     def plan(self, store: Store) -> Plan[ParsedLine, IngestSummary]:
@@ -360,7 +360,7 @@ def ingest_file(
     fmt: str = AUTO,
     options: SourceOptions | None = None,
 ) -> IngestSummary:
-    """Ingest one trace file (all or nothing), read as the trace source `fmt` (`grading.sources`:
+    """Ingest one trace file (all or nothing), read as the trace source `fmt` (`readers.sources`:
     `auto` sniffs); `progress(n)` advances by each graded chunk."""
     opts = options or SourceOptions(teacher=teacher)
     return run_stage(IngestStage(Path(path), teacher, skip_bad, graded=progress, limits=limits, fmt=fmt, options=opts),

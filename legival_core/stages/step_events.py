@@ -1,12 +1,12 @@
 """The step_events stage (issue 41, docs/step_events.md): the step events of every (trace, student) pair with
 rollouts, stored in `step_events` so that the report and the dashboard read them without recomputing.
 
-`plan` asks the store, in one set-based query (`store.steps.pair_keys`), which pairs' inputs changed
+`plan` asks the store, in one set-based query (`store.step_events.pair_keys`), which pairs' inputs changed
 since their events were written (new or deleted rollouts, a new judge result or lexical row, similarity
 rows, a new code version: their inputs key differs) and reads the inputs of those traces only; nothing
 is recomputed when nothing changed. A pair with fewer than two observed depths has no event (a pair
 whose stored events lost their rollouts is planned to remove them). One unit is one trace with its
-planned pairs; `run` computes a chunk of traces at once (`transfer.steps`: vectorised, no Python loop
+planned pairs; `run` computes a chunk of traces at once (`transfer.step_events`: vectorised, no Python loop
 per event); `commit` replaces the chunk's pairs' events in one transaction.
 
 The plan reads the traces' text a batch at a time and keeps only what the events need from it: each
@@ -54,12 +54,12 @@ class StepEventsSummary:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class StepsUnit:
+class StepEventsUnit:
     """One trace and its planned (student) pairs, with everything their events are computed from.
 
     Steps: `idx`, `max_cos` (r_i, NaN where none), `self_check` (a cue in the step); `flags` the step
     numbers the backtracking `method` flagged (no method: None, and no flags); `answer_defined` and
-    `candidates` ((step, text) of the steps where the gold occurs as a token: `transfer.steps`).
+    `candidates` ((step, text) of the steps where the gold occurs as a token: `transfer.step_events`).
     Depths: one entry per (student, k) of the planned pairs: `d_student` (index into `students`),
     `d_k`, `d_y` (NaN: not observed), `d_prompt` (NaN: not counted). `keys[i]` is the inputs key of
     pair `students[i]` (None: it has no rollouts left); `replaces`: some pair has stored events."""
@@ -86,7 +86,7 @@ class StepsUnit:
 
 
 @dataclass(frozen=True, slots=True)
-class StepsResult:
+class StepEventsResult:
     """A trace's pairs (to replace) and, on the chunk's first result, the whole chunk's events (a
     chunk commits as one batch: one Arrow table, not one per trace)."""
 
@@ -115,7 +115,7 @@ class StepEventsStage:
         """What the events depend on beside the rows `pair_keys` hashes: part of every inputs key."""
         return f"steps-{CODE_VERSION}|{SEGMENTER_VERSION}|{similarity_model(self.config)}"
 
-    def plan(self, store: Store) -> Plan[StepsUnit, StepEventsSummary]:
+    def plan(self, store: Store) -> Plan[StepEventsUnit, StepEventsSummary]:
         import polars as pl
 
         keys = step_rows.pair_keys(store, similarity_model(self.config), SEGMENTER_VERSION, BACKTRACKING.name,
@@ -137,10 +137,10 @@ class StepEventsStage:
         units = _units(inputs, pairs, lambda batch: step_rows.trace_texts(store, batch), self.text_batch)
         return Plan(units, StepEventsSummary(), total=len(units) + done, done=done)
 
-    def run(self, units: Sequence[StepsUnit], executor: Executor) -> Iterator[list[StepsResult]]:
-        return executor.run(Work(_no_worker, _steps_chunk, self.chunk), units)
+    def run(self, units: Sequence[StepEventsUnit], executor: Executor) -> Iterator[list[StepEventsResult]]:
+        return executor.run(Work(_no_worker, _step_events_chunk, self.chunk), units)
 
-    def commit(self, store: Store, results: Sequence[StepsResult], plan: Plan[Any, StepEventsSummary]) -> int:
+    def commit(self, store: Store, results: Sequence[StepEventsResult], plan: Plan[Any, StepEventsSummary]) -> int:
         import polars as pl
 
         pairs = pl.DataFrame({"trace_id": [r.trace_id for r in results for _ in r.students],
@@ -174,7 +174,7 @@ def _no_worker() -> None:
 
 
 def _units(inputs: step_rows.StepInputs, pairs: pl.DataFrame, texts: Callable[[pl.DataFrame], pl.DataFrame],
-           batch: int) -> list[StepsUnit]:
+           batch: int) -> list[StepEventsUnit]:
     """Cut the plan's columnar inputs into one unit per trace (views of the same arrays), reading the
     texts `batch` traces at a time for their steps' cues and gold candidates. `pairs` are the planned
     pairs by (tix, si): `si` numbers a trace's students in `student_key` order."""
@@ -223,7 +223,7 @@ def _units(inputs: step_rows.StepInputs, pairs: pl.DataFrame, texts: Callable[[p
         _, students, keys, replaces = planned[t]
         a, b = d_cut[t], d_cut[t + 1]
         sa, sb = s_cut[t], s_cut[t + 1]
-        units.append(StepsUnit(
+        units.append(StepEventsUnit(
             tid[t], dataset[t], gold[t], int(m[t] or 0), method[t],
             tuple(flags[t] or ()) if method[t] is not None else (), bool(n_sim[t]), idx[sa:sb], cos[sa:sb],
             self_check[sa:sb], bool(defined[t]), tuple(candidates[t]), tuple(students), tuple(keys),
@@ -231,7 +231,7 @@ def _units(inputs: step_rows.StepInputs, pairs: pl.DataFrame, texts: Callable[[p
     return units
 
 
-def _steps_chunk(_w: None, units: Sequence[StepsUnit]) -> list[StepsResult]:
+def _step_events_chunk(_w: None, units: Sequence[StepEventsUnit]) -> list[StepEventsResult]:
     """The events of a chunk of traces: the grader on each trace's gold candidates, then
     `segment_events` over all its pairs together."""
     import numpy as np
@@ -271,7 +271,7 @@ def _steps_chunk(_w: None, units: Sequence[StepsUnit]) -> list[StepsResult]:
     events = (segment_events(depths, steps, traces).join(keys, on=["trace_id", "student_key"], how="left")
               .with_columns(pl.lit(CODE_VERSION, pl.Utf8).alias("code_version")))
     table = events.to_arrow(compat_level=pl.CompatLevel.oldest())
-    return [StepsResult(u.trace_id, u.students, u.replaces, table if i == 0 else None) for i, u in enumerate(units)]
+    return [StepEventsResult(u.trace_id, u.students, u.replaces, table if i == 0 else None) for i, u in enumerate(units)]
 
 
 def compute_step_events(store: Store | StoreAccess, config: Efficiency | None = None, executor: Executor | None = None,

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JOURNALED", "Journal", "absorb", "journal_path", "overlay"]
 
-JOURNALED = frozenset({"study_answers", "study_events"})
+JOURNALED = frozenset({"study_answers", "study_events", "reward_log"})
 """The store tables a server writes through the journal (each has a primary key: the dedup of absorb)."""
 
 FILE = "journal.sqlite3"
@@ -150,6 +150,8 @@ def _load(con: duckdb.DuckDBPyConnection, path: Path, into: str, catalog: str) -
         for table in sorted({t for _s, t, _r in batch if t in JOURNALED}):
             rows = pl.DataFrame({"row": [r for _s, t, r in batch if t == table]}, schema={"row": pl.Utf8})
             columns, _keys = _columns(con, catalog, table)
+            if not columns:  # an older store without the table: a writable open creates it, then absorbs
+                continue
             con.register("journal_batch", rows)
             try:
                 verb = "INSERT INTO" if table in made else "CREATE TEMP TABLE"

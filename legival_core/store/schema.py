@@ -157,6 +157,10 @@ CREATE TABLE IF NOT EXISTS study_grades (
     extracted VARCHAR, grade_status VARCHAR NOT NULL, grader_version VARCHAR NOT NULL,
     read_as VARCHAR NOT NULL,
     PRIMARY KEY (study, code, item_id));
+CREATE TABLE IF NOT EXISTS reward_log (
+    log_key VARCHAR PRIMARY KEY, reward_name VARCHAR NOT NULL, spec_hash VARCHAR NOT NULL,
+    source VARCHAR NOT NULL, step BIGINT, tag VARCHAR, group_id VARCHAR, reward DOUBLE, correct BOOLEAN,
+    transfer DOUBLE, watch DOUBLE, components VARCHAR NOT NULL, error VARCHAR, scored_at TIMESTAMP NOT NULL);
 """
 
 TABLES = frozenset({
@@ -188,11 +192,15 @@ TABLES = frozenset({
     "study_answers",
     "study_events",
     "study_grades",
+    "reward_log",
 })
 STUDY_TABLES = frozenset({"studies", "study_items", "study_participants", "study_assignments", "study_answers",
                           "study_events", "study_grades"})
 """A human study's tables (`store.study`, docs/study.md): none is copied into a plan's scratch store.
 Only `study_grades` is written by a stage (`study`, the answers' grades); the others by the study
 commands and server."""
+REWARD_TABLES = frozenset({"reward_log"})
+"""What a training loop's reward scored (`legival_core/rl`, docs/reward.md): written through the journal
+by the reward server and the in-process adapters, never by a stage; not copied into a plan's scratch."""
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

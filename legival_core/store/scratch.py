@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from legival_core.store.db import Store, _open_error
-from legival_core.store.schema import RUN_TABLES, STUDY_TABLES, TABLES
+from legival_core.store.schema import REWARD_TABLES, RUN_TABLES, STUDY_TABLES, TABLES
 
 _DROPPED = {
     "rollouts": ("continuation", "forced_continuation"),
@@ -54,7 +54,7 @@ def scratch_copy(source: Path | None) -> Store:
     try:
         present = {r[0] for r in store._run(
             "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'src'")}
-        for table in sorted((TABLES - RUN_TABLES - STUDY_TABLES) & present):  # past runs and studies plan nothing
+        for table in sorted((TABLES - RUN_TABLES - STUDY_TABLES - REWARD_TABLES) & present):  # past runs, studies, rewards plan nothing
             cols = [r[0] for r in store._run(
                 "SELECT column_name FROM information_schema.columns WHERE table_catalog = 'src' "
                 "AND table_name = ? ORDER BY ordinal_position", [table])]

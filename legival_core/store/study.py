@@ -116,7 +116,7 @@ def token_hashes(store: Store, name: str) -> dict[str, str]:
 
 
 def participant_by_token_hash(store: Store, token_sha256: str) -> Participant | None:
-    """Who holds the token whose SHA-256 (hex) this is (`study.tokens.token_sha256`); None: nobody."""
+    """Who holds the token whose SHA-256 (hex) this is (`study.links.token_sha256`); None: nobody."""
     rows = store._run("SELECT study, code, admin FROM study_participants WHERE token_sha256 = ?", [token_sha256])
     return Participant(rows[0][0], rows[0][1], bool(rows[0][2])) if rows else None
 

@@ -1,5 +1,27 @@
-"""Every write that is more than an idempotent insert: replacing rows, updating a state. Each runs in
-one transaction, so a crash leaves the old rows or the new ones, never neither.
+"""The writes beyond an idempotent insert that no table's own module holds: `trace_metrics` rows
+replaced, rollouts deleted, judge results replaced and judge batch states updated (and `add` /
+`add_many`, idempotent inserts in a transaction of their own). Each runs in one transaction, so a crash
+leaves the old rows or the new ones, never neither.
+
+Not every write of the store is here. Where a table has a module of its own, its writes sit beside its
+reads, each in one transaction (`Store.transaction`), because what is written is decided by those reads:
+- `db`: the transaction itself and the idempotent inserts (`insert_rows`, `insert_arrow`), and the
+  opening, which creates or migrates the tables in one transaction (`migrations`);
+- `journal`: transactions of its own SQLite file beside the store (what a long-running server
+  acknowledges: a study's answers and events, a reward's log; never the store itself) and `absorb`, one
+  store transaction that takes them into their tables at a writable open;
+- `step_events.replace_step_events`: a pair's events replaced (delete, then a plain insert), the pairs
+  chosen by that module's set-based `pair_keys`;
+- `failures`: the units and jobs that failed, recorded and cleared (by `stages.base.run_stage` and the
+  Prefect tasks);
+- `runs.add_run`: a run record and its metric rows together;
+- `study.write_design`, `record_answer`, `add_event`, `study_grades.replace_study_grades`,
+  `study_import.import_answers`: a human study's tables (design written once, answers one per item,
+  grades replaced whole on a grader bump, an import all or nothing);
+- `scratch`: the planning copy, a temporary file of its own.
+A stage whose commit spans tables opens `store.transaction()` itself around `Store.insert_rows` (ingest:
+a file's problems, traces and grades; grade, efficiency, transfer, generate, monitor): idempotent
+inserts, one batch all or nothing.
 
 Traces are append-only: nothing here (or anywhere) deletes or rewrites a row of `traces`, which
 `planner.traces_missing_steps` relies on (and `tests/core/test_architecture.py` checks)."""

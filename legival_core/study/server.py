@@ -69,6 +69,14 @@ PAGE_HEADERS = {"content-security-policy": CSP}
 MAX_FORM_FIELDS = 16
 
 
+@dataclass(frozen=True, slots=True)
+class _Posted:
+    """A participant's POST that passed the checks: whose link it came to, and its form."""
+
+    participant: Participant
+    form: dict[str, str]
+
+
 @dataclass
 class ServerStats:
     """What the command's closing line reports: answers stored this session, requests the app refused
@@ -209,9 +217,10 @@ def study_app(served: ServedStudy, key: bytes, *, stats: ServerStats | None = No
         return not_found() if p is None else await run_in_threadpool(participant_page, p, token,
                                                                        request.method == "HEAD")
 
-    async def consent(request: Request) -> Response:
-        token = request.path_params["token"]
-        p = await run_in_threadpool(who, token, False)
+    async def posted(request: Request) -> _Posted | Response:
+        """The participant a POST to `/p/{token}/...` is for and its form, or the refusal: 404 for a token
+        that is no participant's, the form's own (`form_of`), 403 for a missing or wrong CSRF token."""
+        p = await run_in_threadpool(who, request.path_params["token"], False)
         if p is None:
             return not_found()
         form = await form_of(request)
@@ -219,21 +228,21 @@ def study_app(served: ServedStudy, key: bytes, *, stats: ServerStats | None = No
             return form
         if not csrf_ok(form, p):
             return bad_csrf()
+        return _Posted(p, form)
 
-        await run_in_threadpool(served.add_event, p.code, "consent", None, _at(clock()))
-        return RedirectResponse(f"/p/{token}", status_code=303)
+    async def consent(request: Request) -> Response:
+        got = await posted(request)
+        if not isinstance(got, _Posted):
+            return got
+        await run_in_threadpool(served.add_event, got.participant.code, "consent", None, _at(clock()))
+        return RedirectResponse(f"/p/{request.path_params['token']}", status_code=303)
 
     async def answer(request: Request) -> Response:
-        token = request.path_params["token"]
-        p = await run_in_threadpool(who, token, False)
-        if p is None:
-            return not_found()
-        form = await form_of(request)
-        if not isinstance(form, dict):
-            return form
-        if not csrf_ok(form, p):
-            return bad_csrf()
-        back = f"/p/{token}"
+        got = await posted(request)
+        if not isinstance(got, _Posted):
+            return got
+        p, form = got.participant, got.form
+        back = f"/p/{request.path_params['token']}"
         position = form.get("position", "")
         try:  # the one validation of an answer, a Label Studio import's too (study.answers)
             text, rating = checked_answer(form.get("answer", ""), rating_of_form(form.get("rating", "")))

@@ -14,6 +14,10 @@ fake is its `Host` header, which carries the attacker's name. So:
   `Origin` of the request's own host and port (`http://` or `https://`): a cross-site form or `fetch`
   carries the attacker's origin (CSRF), every browser sends `Origin` on such requests, and another port
   of this machine is another site (any local web app).
+  An API server for programs (`api=True`: the reward server) also takes a state-changing request
+  with NO `Origin` (a program sends none) when its body is declared `application/json`: a cross-site
+  form cannot send that type, and a cross-site `fetch` of it needs a CORS preflight, which is never
+  answered; a foreign `Origin` is refused there too.
 - **Size**: a request line and headers over `max_head_bytes` are refused (431: h11 bounds only a head
   that arrives in pieces); a declared body over `max_body_bytes` is refused (413) before it is read; a
   state-changing request's body is read whole here (bounded, within `body_timeout_s`) and handed on.
@@ -171,8 +175,8 @@ class HostGuard:
 
     def __init__(self, app: ASGIApp, allowed: AllowedHosts, *, max_body_bytes: int = MAX_BODY_BYTES,
                  max_head_bytes: int = MAX_HEAD_BYTES, body_timeout_s: float = BODY_TIMEOUT_S,
-                 on_refused: Refused | None = None) -> None:
-        self.app, self.allowed = app, allowed
+                 on_refused: Refused | None = None, api: bool = False) -> None:
+        self.app, self.allowed, self.api = app, allowed, api
         self.max_body_bytes, self.max_head_bytes, self.body_timeout_s = max_body_bytes, max_head_bytes, body_timeout_s
         self.on_refused = on_refused
 
@@ -197,7 +201,8 @@ class HostGuard:
                                      "(127.0.0.1, localhost, or a name given with --allow-host)")
             return
         method = scope.get("method", "GET").upper()
-        if method not in SAFE_METHODS and not self.allowed.origin_ok(headers.get("origin"), host):
+        if method not in SAFE_METHODS and not self.allowed.origin_ok(headers.get("origin"), host) and not (
+                self.api and "origin" not in headers and _json_body(headers)):
             self._tell("origin", headers.get("origin") or "(none)")
             await _refuse(send, 403, "refused: a request that changes state must come from this server's own pages")
             return
@@ -241,6 +246,11 @@ class HostGuard:
     def _tell(self, what: str, value: str) -> None:
         if self.on_refused is not None:
             self.on_refused(what, value)
+
+
+def _json_body(headers: dict[str, str]) -> bool:
+    """The body is declared JSON (`application/json`, parameters allowed)."""
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "application/json"
 
 
 def _headers(scope: Scope) -> dict[str, str]:

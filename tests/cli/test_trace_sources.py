@@ -124,3 +124,30 @@ def test_what_is_not_a_regular_file_is_named_by_the_sources_that_need_one(
     problems = str(EXAMPLES.parent / "tests" / "fixtures" / "datasets" / "gsm8k" / "test.jsonl")
     r = legival("ingest", str(path), "--db", str(tmp_path / "s.duckdb"), *(problems if a == "P" else a for a in args))
     r.error(f"{path}: {expect}", "nothing from this file was stored")
+
+
+def test_every_registered_source_is_a_trace_source() -> None:
+    """Every reader the registry holds for a format has the `TraceSource` shape (`read(path, options)`,
+    positionally, as `read_source` calls it) and a `SourceInfo`; a reader of another shape fails the check."""
+    import inspect
+
+    from legival_core.readers.sources import (
+        OWN,
+        SourceInfo,
+        SourceOptions,
+        source_info,
+        source_names,
+        source_reader,
+    )
+
+    names = source_names()
+    assert len(names) >= 5 and names[-1] == OWN
+    for name in names:
+        inspect.signature(source_reader(name)).bind(Path("t.jsonl"), SourceOptions())
+        assert isinstance(source_info(name), SourceInfo), name
+
+    def one_argument(path: Path) -> None:
+        return None
+
+    with pytest.raises(TypeError):
+        inspect.signature(one_argument).bind(Path("t.jsonl"), SourceOptions())

@@ -92,9 +92,9 @@ def test_defaults_leave_both_stages_out_and_a_missing_supervisor_is_unavailable(
     """Off by default (the demo's time is unchanged); an uninstalled supervisor model does not fail
     the run: the task reports it unavailable and stores nothing."""
     from legival_core.run_config import load_spec
-    from tasks._driver import close_stores
     from tasks.prefect_ui import benchmark_stages
     from tasks.stages import run_job, stage_jobs
+    from tasks.store_lock import close_stores
     from tests.conftest import REPO
 
     demo = load_spec(REPO / "examples" / "demo.yaml")

@@ -270,7 +270,7 @@ def test_stage_flows_standalone(tmp_path: Path) -> None:
     assert judge(spec=str(spec))["judge_calls"] == 0
     out = report(spec=str(spec), out=str(tmp_path / "r2"))
     assert "teacher_dataset_metrics.csv" in out["files"]
-    from tasks._driver import close_stores
+    from tasks.store_lock import close_stores
 
     close_stores()
     import duckdb
@@ -291,8 +291,8 @@ def test_generating_teacher_is_not_ingested(tmp_path: Path) -> None:
 
 def test_select_keeps_only_that_model(tmp_path: Path) -> None:
     from legival_core.run_config import load_spec
-    from tasks._driver import close_stores
     from tasks.stages import run_job, stage_jobs
+    from tasks.store_lock import close_stores
 
     spec = load_spec(write_spec(tmp_path, ["gpt-oss-20b"]))
     r = run_job(str(tmp_path / "x.duckdb"), stage_jobs("ingest", spec)[0], spec)

@@ -22,8 +22,8 @@ def test_judge_task_raises_when_every_call_failed(tmp_path: Path, monkeypatch: p
     from legival_core.stages.ingest import ingest_file
     from legival_core.stages.judge import JudgeCallsFailed
     from legival_core.store import Store
-    from tasks._driver import close_stores
     from tasks.stages import run_job, stage_jobs
+    from tasks.store_lock import close_stores
 
     monkeypatch.setenv("GEMINI_API_KEY", "test-key-not-a-secret")
     db = tmp_path / "j.duckdb"

@@ -38,9 +38,9 @@ def _config(delay_s: float) -> StudentConfig:
 def test_worker_node_killed_mid_transfer(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
 
-    from tasks._driver import close_stores
     from tasks.progress import BOARD
     from tasks.ray_pool import get_pool, shutdown_pools
+    from tasks.store_lock import close_stores
     from tasks.transfer import ShardStage, run_shard
 
     shutdown_pools()  # no pool or Ray left by another test: the engines must join the cluster below

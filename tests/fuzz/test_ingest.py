@@ -1,4 +1,4 @@
-"""Fuzzing the ingest parser (`legival_core/readers/trace_records.py`, `grading/records.py`): a trace file
+"""Fuzzing the ingest parser (`legival_core/readers/trace_records.py`, `readers/records.py`): a trace file
 is untrusted model output.
 
 Any bytes of a JSONL line -> a record or a `LineProblem` (never an exception); any record (strings with

@@ -2,13 +2,14 @@
 
 A source turns one input (an Inspect AI log, lm-evaluation-harness samples, a Hugging Face dataset, an
 OpenAI batch output, or Legi-Val's own JSONL/Parquet) into records of our trace schema
-(`grading.trace_records.TraceRecord`: teacher, dataset, problem_id, problem, gold_answer, reasoning or a
+(`readers.trace_records.TraceRecord`: teacher, dataset, problem_id, problem, gold_answer, reasoning or a
 raw response, the source's own verdict as `correct`), numbered by the source's unit (a line, a row, a
 sample). The ingest stage then does what it always did: validate each record, grade it with our
 graders, store it all or nothing; so an error is `FILE:UNIT N: field 'X': what is wrong`, `--skip-bad`
 skips, and re-ingesting adds nothing, whatever the source.
 
-A source is one registered module in this package (or a plugin):
+A source is one registered module in this package (or a plugin): a `TraceSource` (the reader) and its
+`SourceInfo`,
 
     register("format", "inspect", read_inspect, meta=SourceInfo(unit="sample", sniff=..., extra="inspect",
              module="inspect_ai", description=...))
@@ -18,6 +19,7 @@ where `read(path, options)` yields `(unit number, record | IngestError)` and rai
 cheaply (a name, the first bytes), whether a file looks like this source's; `--from auto` takes the first
 source that says yes (by `order`), Legi-Val's own format last. A source whose library is an optional
 extra names it: `legival list formats`, and a missing one is one `error:` line with the install command.
+Callers reach a source's reader only through `source_reader` / `read_source`, typed as `TraceSource`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from legival_core.readers.trace_records import IngestError, file_error
 from legival_core.registry import UnknownName, canonical_name, entries, entry
@@ -82,12 +84,19 @@ class SourceInfo:
     twice is a counted duplicate."""
 
 
-Reader = Callable[[Path, SourceOptions], Iterator[Record]]
+class TraceSource(Protocol):
+    """The reader a source registers (`register("format", NAME, read, meta=SourceInfo(...))`): the
+    records of one input, streamed, each `(unit number, record | IngestError)`, and a file-level
+    `IngestError` (`trace_records.file_error`) for an input it cannot read at all. `options` holds the
+    teacher's name when one is given, and only the options its `SourceInfo.options` names
+    (`read_source` refuses the others)."""
+
+    def __call__(self, path: Path, options: SourceOptions, /) -> Iterator[Record]: ...
 
 
 MAP_FIELDS = ("teacher", "dataset", "problem_id", "problem", "gold_answer", "reasoning", "response", "correct",
               "truncated", "choices")
-"""Our trace fields a `--map` may name (`grading.trace_records.TraceRecord`)."""
+"""Our trace fields a `--map` may name (`readers.trace_records.TraceRecord`)."""
 
 
 def parse_mapping(text: str | None) -> tuple[tuple[str, str], ...]:
@@ -128,6 +137,12 @@ def source_names() -> list[str]:
 def source_info(name: str) -> SourceInfo:
     info: SourceInfo = entry("format", name).meta
     return info
+
+
+def source_reader(name: str) -> TraceSource:
+    """The reader the source `name` registered (its library not checked: `read_source` does that)."""
+    reader: TraceSource = entry("format", name).obj
+    return reader
 
 
 def choose(path: Path, fmt: str = AUTO) -> str:
@@ -171,7 +186,7 @@ def read_source(path: Path, fmt: str = AUTO, options: SourceOptions | None = Non
         raise MissingExtra(str(path), 0, "<file>", f"reading {name} files needs the {info.module} library, "
                            f"which is not installed: pip install 'legival[{info.extra}]' "
                            f"(in this checkout: .venv/bin/pip install -e '.[{info.extra}]')", "file")
-    reader: Reader = entry("format", name).obj
+    reader = source_reader(name)
     unit = info.unit(path) if callable(info.unit) else info.unit
     return name, unit, reader(path, opts)
 

@@ -37,7 +37,7 @@ Inspect log, a format version newer than the installed Inspect reads), whose tas
 whose run logged no samples is one file error.
 
 Inspect inflates a `.eval` member whole, and a zip's declared sizes can lie: every member it is about to
-inflate is first inflated here, in bounded chunks, and counted (`grading.zip_members`). A sample member
+inflate is first inflated here, in bounded chunks, and counted (`readers.zip_members`). A sample member
 over the limit of one record (`ingest.max_record_bytes`) is a counted skip, never handed to Inspect; a
 header or summaries member over it is a file error.
 """

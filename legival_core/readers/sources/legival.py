@@ -1,5 +1,5 @@
 """Legi-Val's own trace files: JSONL (plain, gzip or zstd) or Parquet, one record per line or row in
-our schema (docs/CLI.md, `grading.trace_records.TraceRecord`). The format every other source is read
+our schema (docs/CLI.md, `readers.trace_records.TraceRecord`). The format every other source is read
 into; `--from auto` falls back to it."""
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class ReportData:
     """traces.parquet: the trace table with every per-trace number the store holds (`trace_export`);
     None for tables assembled without a store (then the trace table is exported)."""
     step_events: pl.DataFrame | None = None
-    """step_events.parquet: the stored step events of the current events version (`store.steps.
+    """step_events.parquet: the stored step events of the current events version (`store.step_events.
     step_events`, docs/step_events.md); None for tables assembled without a store."""
     human_study: pl.DataFrame | None = None
     """human_study.csv: the human studies' table (`compute.human.human_study_table`, docs/study.md

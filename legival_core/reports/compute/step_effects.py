@@ -54,7 +54,7 @@ RESAMPLE_BLOCK = 64
 
 
 def step_analysis(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConfig | None = None) -> StepAnalysis:
-    """The three tables (module docstring) from the stored events (`store.steps.step_events`) and the
+    """The three tables (module docstring) from the stored events (`store.step_events.step_events`) and the
     report's trace table (trace_id, teacher, dataset, problem_id; `transfer` when present keeps the
     transfer traces only)."""
     config = config or ReportConfig()
@@ -130,7 +130,7 @@ def _threshold(feature: str, frame: StepFrame) -> float | None:
 
 ANSWER_UNAVAILABLE = ("unavailable: the gold answer cannot be spotted in a step (no cheap answer extraction for "
                       "the dataset, or no single-expression gold stored)")
-"""`answer_stated` null for every segment: `transfer.steps.answer_defined` was false for each trace (its
+"""`answer_stated` null for every segment: `transfer.step_events.answer_defined` was false for each trace (its
 grader has no finder to run on a step, or its gold is missing or not one expression)."""
 MISSING = {"backtracking": "efficiency", "redundant": "efficiency", "max_cos": "efficiency"}
 """A feature whose source the efficiency stage computes: "not run" with its command when null everywhere."""

@@ -7,7 +7,7 @@ inserts every string with `textContent` (never `innerHTML`), so a trace containi
 `onerror=` renders as text. `legival serve` uses the same page with `live: true` and answers
 `/api/traces` and `/api/trace` from the store, so every trace can be browsed, not only the sample.
 The trace view is the step explorer (docs/reports.md): per depth a marker per student (its rollouts'
-status, answers and continuations) and the stored step events (`store.steps.trace_events`), whose
+status, answers and continuations) and the stored step events (`store.step_events.trace_events`), whose
 drops are highlighted on the steps that caused them. A continuation is capped at `CONTINUATION_CHARS`
 in the static file, whose size grows with every embedded trace; the live API sends it whole.
 The page itself (HTML, CSS, JavaScript) is `templates/dashboard.html`; this module fills in the data.

@@ -8,6 +8,7 @@ A figure whose numbers are missing says so on the figure, with the reason from t
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,34 @@ def _table(report: Report, name: str) -> pl.DataFrame:
     return report.paper[name]
 
 
+@dataclass(frozen=True, slots=True)
+class _PanelRow:
+    """A row of panels over one paper table: the figure, its axes, and each teacher's colour and label."""
+
+    fig: Any
+    axes: list[Any]
+    colors: dict[str, Any]
+    names: dict[str, str]
+
+
+def _panel_row(report: Report, t: pl.DataFrame, panels: int, width: float, height: float) -> _PanelRow:
+    """`panels` axes side by side, `width` x `height` inches each; a teacher has the same colour in every
+    figure (all the report's teachers, sorted) and its label of `teacher_labels`."""
+    colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
+    names = teacher_labels(report.data, t["teacher"].to_list())
+    fig, axes = _plt().subplots(1, panels, figsize=(width * panels, height), squeeze=False)
+    return _PanelRow(fig, list(axes[0]), colors, names)
+
+
+def _titled(fig: Any, title: str, to_label: list[tuple[Any, list[tuple[str, float, float]]]] | None = None) -> Any:
+    """The figure with its title, laid out, then its points named (their places need the final layout)."""
+    fig.suptitle(title)
+    fit_layout(fig)
+    for ax, points in to_label or []:
+        label_points(fig, ax, points)
+    return fig
+
+
 def rank_points_figure(report: Report) -> Any:
     import polars as pl
 
@@ -103,14 +132,11 @@ def rank_points_figure(report: Report) -> Any:
 def accuracy_frontier_figure(report: Report) -> Any:
     import polars as pl
 
-    plt = _plt()
     t = _table(report, "accuracy_frontier.csv")
     metrics = list(dict.fromkeys(t["metric"].to_list())) or ["fotu"]
-    colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
-    names = teacher_labels(report.data, t["teacher"].to_list())
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
+    row = _panel_row(report, t, len(metrics), 4.6, 4.2)
     to_label = []
-    for ax, m in zip(axes[0], metrics, strict=True):
+    for ax, m in zip(row.axes, metrics, strict=True):
         sub = t.filter(pl.col("metric") == m)
         ok = sub.filter(pl.col("status") == COMPUTED)
         ax.set_xlabel("teacher accuracy (higher is better)")
@@ -120,31 +146,25 @@ def accuracy_frontier_figure(report: Report) -> Any:
             _empty(ax, _why(sub))
             continue
         rows = list(ok.select("teacher", "accuracy", "value", "on_frontier").iter_rows())
-        frontier_panel(ax, rows, colors)
-        to_label.append((ax, [(names[r[0]], r[1], r[2]) for r in rows]))
-    fig.suptitle("Teacher accuracy vs transfer utility (Legi-Val Fig. 4; outlined: Pareto frontier)")
-    fit_layout(fig)
-    for ax, points in to_label:
-        label_points(fig, ax, points)
-    return fig
+        frontier_panel(ax, rows, row.colors)
+        to_label.append((ax, [(row.names[r[0]], r[1], r[2]) for r in rows]))
+    return _titled(row.fig, "Teacher accuracy vs transfer utility (Legi-Val Fig. 4; outlined: Pareto frontier)",
+                   to_label)
 
 
 def fotu_scatter_figure(report: Report) -> Any:
     import polars as pl
 
-    plt = _plt()
     t = _table(report, "fotu_scatter.csv")
     panels = list(dict.fromkeys(t["panel"].to_list()))
     rm = [p for p in panels if p.startswith("rm_")]
     shown = [p for p in panels if not p.startswith("rm_")]
     rm_with = [p for p in rm if t.filter((pl.col("panel") == p) & (pl.col("status") == COMPUTED)).height]
     shown += rm_with[:3] or (["rm"] if rm else [])
-    colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
-    names = teacher_labels(report.data, t["teacher"].to_list())
     panel = short_labels(shown)  # an RM panel is named after a reward model the user may name
-    fig, axes = plt.subplots(1, len(shown), figsize=(4.2 * len(shown), 4.0), squeeze=False)
+    row = _panel_row(report, t, len(shown), 4.2, 4.0)
     to_label = []
-    for ax, p in zip(axes[0], shown, strict=True):
+    for ax, p in zip(row.axes, shown, strict=True):
         sub = t.filter(pl.col("panel").str.starts_with("rm_")) if p == "rm" else t.filter(pl.col("panel") == p)
         ok = sub.filter(pl.col("status") == COMPUTED)
         ax.set_xlabel("reward-model score (teacher mean)" if p == "rm" else panel[p])
@@ -158,29 +178,23 @@ def fotu_scatter_figure(report: Report) -> Any:
                      fontsize=9)
         rows = list(ok.select("teacher", "x", "y").iter_rows())
         for name, x, y in rows:
-            ax.scatter(x, y, s=36, color=colors.get(name), zorder=2)
+            ax.scatter(x, y, s=36, color=row.colors.get(name), zorder=2)
         ax.set_xlim(*_limits([r[1] for r in rows]))
         ax.set_ylim(*_limits([r[2] for r in rows]))
-        to_label.append((ax, [(names[n], x, y) for n, x, y in rows]))
-    fig.suptitle("FOTU against SOTU, accuracy and reward-model score across teachers (Legi-Val Fig. 5)")
-    fit_layout(fig)
-    for ax, points in to_label:
-        label_points(fig, ax, points)
-    return fig
+        to_label.append((ax, [(row.names[n], x, y) for n, x, y in rows]))
+    return _titled(row.fig, "FOTU against SOTU, accuracy and reward-model score across teachers (Legi-Val Fig. 5)",
+                   to_label)
 
 
 def rank_by_student_figure(report: Report) -> Any:
     import polars as pl
     from matplotlib.ticker import MaxNLocator
 
-    plt = _plt()
     t = _table(report, "rank_by_student.csv")
     metrics = list(dict.fromkeys(t["metric"].to_list())) or ["fotu"]
-    colors = _colors(sorted(report.data.teacher_metrics["teacher"].to_list()))
-    names = teacher_labels(report.data, t["teacher"].to_list())
+    row = _panel_row(report, t, len(metrics), 4.2, 4.2)
     student = short_labels(t["student"].to_list())
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.2), squeeze=False)
-    for ax, m in zip(axes[0], metrics, strict=True):
+    for ax, m in zip(row.axes, metrics, strict=True):
         sub = t.filter(pl.col("metric") == m)
         ok = sub.filter(pl.col("status") == COMPUTED)
         ax.set_title(f"rank on {m} by student")
@@ -191,18 +205,16 @@ def rank_by_student_figure(report: Report) -> Any:
         for teacher in sorted(ok["teacher"].unique().to_list()):
             r = {s: k for s, k in ok.filter(pl.col("teacher") == teacher).select("student", "rank").iter_rows()}
             xs = [i for i, s in enumerate(students) if s in r]
-            ax.plot(xs, [r[students[i]] for i in xs], marker="o", color=colors.get(teacher),
-                    label=names[teacher])
+            ax.plot(xs, [r[students[i]] for i in xs], marker="o", color=row.colors.get(teacher),
+                    label=row.names[teacher])
         ax.set_xticks(range(len(students)), [student[s] for s in students], rotation=20, ha="right")
         ax.set_xlim(-0.3, len(students) - 0.7)
         ax.set_ylabel("rank (1 = best)")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.invert_yaxis()
-    if axes[0][0].get_legend_handles_labels()[0]:
-        axes[0][0].legend(fontsize=7, frameon=False)
-    fig.suptitle("Rank progression by student (Legi-Val Fig. 8)")
-    fit_layout(fig)
-    return fig
+    if row.axes[0].get_legend_handles_labels()[0]:
+        row.axes[0].legend(fontsize=7, frameon=False)
+    return _titled(row.fig, "Rank progression by student (Legi-Val Fig. 8)")
 
 
 def student_stability_figure(report: Report) -> Any:
@@ -240,9 +252,7 @@ def student_stability_figure(report: Report) -> Any:
         a2.legend(fontsize=7, frameon=False)
     a1.set_title("Spearman rho of teacher values between students")
     a2.set_title("|delta TU| between students per teacher")
-    fig.suptitle("Across students (Legi-Val Tables 4 and 5: rank_stability.csv axis = student, delta_tu.csv)")
-    fit_layout(fig)
-    return fig
+    return _titled(fig, "Across students (Legi-Val Tables 4 and 5: rank_stability.csv axis = student, delta_tu.csv)")
 
 
 def rm_fotu_figure(report: Report) -> Any:
@@ -268,9 +278,7 @@ def rm_fotu_figure(report: Report) -> Any:
         ax.set_title(f"{rm_name[rm]}\nSpearman rho = {'–' if rho is None else f'{rho:.2f}'} (n = {r['n']})", fontsize=9)
         ax.set_xlabel("RM score (per trace)")
         ax.set_ylabel("FOTU (per trace, mean over students)")
-    fig.suptitle("Trace-level reward-model score vs FOTU (Legi-Val Fig. 7; all rows: rm_correlations.csv)")
-    fit_layout(fig)
-    return fig
+    return _titled(fig, "Trace-level reward-model score vs FOTU (Legi-Val Fig. 7; all rows: rm_correlations.csv)")
 
 
 def clarity_profile_figure(report: Report) -> Any:

@@ -1,4 +1,4 @@
-"""`grading.zip_members` (issue 45 item 3): how much a zip member inflates to, counted while it is
+"""`readers.zip_members` (issue 45 item 3): how much a zip member inflates to, counted while it is
 inflated in bounded chunks, never trusting the sizes the archive declares; through Inspect's own
 directory parser (what Inspect will read) and the standard library's (where Inspect's moved)."""
 

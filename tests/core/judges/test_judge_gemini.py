@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from legival_core.datasets.math import JUDGE_RUBRIC as SYSTEM_MATH
+from legival_core.datasets.math import JUDGE_RUBRIC
 from legival_core.judges import (
     GeminiJudge,
     JudgeError,
@@ -22,12 +22,13 @@ from legival_core.judges import (
     estimate_cost,
 )
 from legival_core.judges.base import BaseJudge
-from legival_core.judges.prompt import system_prompt, user_prompt
+from legival_core.judges.prompt import rubric_prompt, system_prompt, user_prompt
 from legival_core.llm.cost import CostLimitExceeded
 from legival_core.registry import get
 from tests.fakes import Canned, judgement
 from tests.fakes.gemini_server import FakeGemini, last_user_text
 
+SYSTEM_MATH = rubric_prompt(JUDGE_RUBRIC)
 KEY = "AIzaFAKE-legival-test-key-0123456789"
 FAST = JudgeLimits(concurrency=4, backoff_base_s=0.001, backoff_cap_s=0.01, timeout_s=10)
 STEPS = ("Let x = 1.", "Wait, x must be 2.", "So the answer is 2.")

@@ -8,14 +8,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from legival_core.datasets.gpqa import JUDGE_RUBRIC as SYSTEM_GPQA
+from legival_core.datasets.gpqa import JUDGE_RUBRIC
 from legival_core.judges import GeminiJudge, JudgeError, JudgeLimits, JudgeRequest, OpenAICompatJudge
 from legival_core.judges.base import BaseJudge
-from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA
+from legival_core.judges.prompt import RESPONSE_JSON_SCHEMA, rubric_prompt
 from legival_core.registry import get
 from tests.fakes import Canned, judgement
 from tests.fakes.openai_server import FakeOpenAI
 
+SYSTEM_GPQA = rubric_prompt(JUDGE_RUBRIC)
 KEY = "sk-fake-legival-0123456789abcdef"
 FAST = JudgeLimits(concurrency=4, backoff_base_s=0.001, backoff_cap_s=0.01, timeout_s=10)
 STEPS = ("Option A looks right.", "Wait, A ignores the spin.", "So the answer is C.")

@@ -96,7 +96,7 @@ def test_a_marker_per_student_and_depth_with_its_rollouts(details: tuple[dict[st
 
 def test_the_step_cues_are_the_clis(details: tuple[dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
     """The explorer flags [answer stated] and [self-check] on the steps the CLI's `--trace` flags: one
-    function (`transfer.steps.step_cues`) for both. Step 2 ends on 12, the gold; no step checks itself."""
+    function (`transfer.step_events.step_cues`) for both. Step 2 ends on 12, the gold; no step checks itself."""
     d, _ = details
     assert [(s["answer"], s["self_check"]) for s in d["steps"]] == [(False, False), (True, False), (False, False)]
     path = tmp_path / "s.duckdb"

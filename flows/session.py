@@ -80,9 +80,9 @@ def driver_session(db: str | None = None, execution: Execution | None = None) ->
     LEGIVAL_RETRY_FAILED=1)."""
     global _depth
     from legival_core.stages.isolation import Isolation, current, isolation
-    from tasks._driver import close_stores
     from tasks.lifecycle.cancel_watch import cancel_from_api
     from tasks.ray_pool import shutdown_pools
+    from tasks.store_lock import close_stores
 
     cur = current()
     settings = Isolation(unit_timeout_s=execution.unit_timeout_s if execution is not None else cur.unit_timeout_s,
