@@ -107,7 +107,7 @@ def build_app(opts: ServeOptions) -> Any:
         @api.get("/health")
         async def health(self) -> dict[str, Any]:
             return {"status": "ok", "reward": self.spec.name, "spec_hash": self.scorer.spec_hash, "node": self.node,
-                    "batches": self.batches, "items": self.items}
+                    "batches": self.batches, "items": self.items, "rss_mib": _rss_mib()}
 
         @api.post("/score")
         async def score(self, request: Request) -> Any:
@@ -233,6 +233,18 @@ def proxy_nodes() -> list[str]:
     from ray import serve
 
     return sorted(serve.status().proxies)
+
+
+def _rss_mib() -> float | None:
+    """This replica's resident memory now (its engines included), MiB; None without /proc."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
 
 
 def _url_host(host: str) -> str:

@@ -67,6 +67,8 @@ def serve(
         "--allow-host", help="Another host name clients may use for this server (a proxy's); repeatable.")] = None,
     max_batch: Annotated[int, typer.Option("--max-batch", min=1, help="Items a replica scores together at most.")] = 64,
     cpus: Annotated[int | None, typer.Option("--cpus", min=1, help="CPUs of the local Ray (default: all).")] = None,
+    replica_cpus: Annotated[float, typer.Option("--replica-cpus", min=0.1,
+                                                help="CPUs each replica takes (its engines' threads).")] = 1.0,
 ) -> None:
     """Serve the reward over HTTP on Ray Serve until interrupted (Ctrl-C, SIGTERM or SIGHUP):
     `GET /health`, `POST /score` (native), `POST /get_reward` (OpenRLHF's remote reward)."""
@@ -89,7 +91,8 @@ def serve(
         open_store(s.store, create=True).close()
     from tasks.reward_serve import ServeOptions, start_serving
 
-    opts = ServeOptions(str(spec.resolve()), host, port, replicas, token, tuple(allow_host or ()), max_batch)
+    opts = ServeOptions(str(spec.resolve()), host, port, replicas, token, tuple(allow_host or ()), max_batch,
+                        replica_cpus=replica_cpus)
     err_console.print(f"reward {s.name}: starting {replicas} replica(s) on Ray Serve ...", markup=False,
                       highlight=False, soft_wrap=True)
     with stop_signals() as got:

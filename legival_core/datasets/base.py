@@ -65,7 +65,16 @@ class DatasetSpec:
     task_patterns: tuple[str, ...] = ()
     """Names evaluation tools give this dataset's tasks (fnmatch patterns, lower case: Inspect AI's
     `inspect_evals/gsm8k`, lm-evaluation-harness's `minerva_math_algebra`...), so that their logs are read
-    as this dataset without `--dataset` (`grading.sources.dataset_of_task`)."""
+    as this dataset without `--dataset` (`readers.sources.dataset_of_task`)."""
+    gold_of_answer: Callable[[str], str | None] | None = None
+    """The gold answer inside the dataset's own answer field, when it holds more (GSM8K's worked solution
+    ending `#### N`): what a training loop's gold column carries (`legival_core/rl`). None: the field is
+    the gold."""
+
+    def gold_text(self, raw: str) -> str:
+        """The gold of `raw`, a gold or the dataset's own answer field (`gold_of_answer`)."""
+        found = self.gold_of_answer(raw) if self.gold_of_answer is not None else None
+        return found if found else raw
 
     def load(self, path: Path, fmt: str | None = None) -> Iterator[Problem]:
         if fmt is None:

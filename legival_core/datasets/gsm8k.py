@@ -97,5 +97,6 @@ SPEC = register_dataset(
         system_prompt=SYSTEM_PROMPT,
         forcing_text="The answer is \\boxed{",
         grader_version=GRADER_VERSION,
+        gold_of_answer=gold_from_solution,
     )
 )

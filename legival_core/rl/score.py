@@ -174,7 +174,8 @@ class Scorer:
 
     def _prepare(self, it: Item) -> _Prepared:
         split = split_thinking(it.completion)
-        problem = Problem(self.dataset.name, content_hash(it.question, it.gold)[:16], it.question, it.gold)
+        gold = self.dataset.gold_text(it.gold)  # GSM8K's own `answer` column: the number after `####`
+        problem = Problem(self.dataset.name, content_hash(it.question, gold)[:16], it.question, gold)
         grade = self.dataset.grader(split.answer_text, split.reasoning, problem, "teacher")
         explicit = self.dataset.grader(it.completion, "", problem, "student").status != "unparsed"
         trace_id = content_hash("reward", self.dataset.name, problem.problem_id, split.reasoning, split.answer_text)

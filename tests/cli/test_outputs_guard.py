@@ -41,6 +41,7 @@ INVOCATIONS: dict[tuple[str, ...], Argv] = {
     ("z3", "out"): lambda db, inp, o: ["z3", str(inp), "--out", o],
     ("study", "export", "out"): lambda db, inp, o: ["study", "export", "--db", str(db), "--name", STUDY,
                                                     "--format", "label-studio", "--out", o, "--force"],
+    ("reward", "report", "out"): lambda db, inp, o: ["reward", "report", "--db", str(db), "--out", o],
     ("add-teacher", "spec"): lambda db, inp, o: ["add-teacher", "t9", "--traces", str(inp), "--spec", o],
     ("add-teacher", "prefect_file"): lambda db, inp, o: ["add-teacher", "t9", "--traces", str(inp), "--prefect-file", o],
 }

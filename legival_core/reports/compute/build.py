@@ -38,6 +38,7 @@ from legival_core.reports.compute.data import ReportConfig, ReportData
 from legival_core.reports.compute.elbow import redundancy_elbow
 from legival_core.reports.compute.human import human_study_table, read_human, with_human
 from legival_core.reports.compute.pareto import FRONTIERS, pareto_frontier
+from legival_core.reports.compute.reward_watch import reward_watch
 from legival_core.reports.compute.stats import (
     correlation_table,
     delta_tu,
@@ -84,6 +85,7 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     data.export = trace_export(store, data)
     data.step_events = step_reads.step_events(store, STEPS_VERSION)
     data.steps = step_analysis(data.step_events, traces, config)
+    data.reward_watch = reward_watch(store, config.resamples, config.seed)
     return data
 
 

@@ -86,6 +86,9 @@ class ReportData:
     human_study: pl.DataFrame | None = None
     """human_study.csv: the human studies' table (`compute.human.human_study_table`, docs/study.md
     "Analysis"); None for tables assembled without a store (then the not-run table is written)."""
+    reward_watch: pl.DataFrame | None = None
+    """reward_watch.csv: the Goodhart watch of the rewards a training loop logged (`compute.reward_watch`,
+    docs/reward.md)."""
     steps: StepAnalysis | None = None
     """The step effects, the logistic model and the students' agreement (`compute.step_effects`),
     computed from `step_events`; None where `step_events` is."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from legival_core.outputs import replaced_whole, write_manifest
 from legival_core.reports.compute.data import ReportData, StepAnalysis
 from legival_core.reports.compute.human import human_study_of
+from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.paper.tables import PAPER_CSV, exported
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.dashboard import dashboard_html
@@ -70,6 +71,7 @@ def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
     csv(steps.logistic, "step_logistic.csv")
     csv(steps.agreement, "student_agreement.csv")
     csv(human_study_of(data), "human_study.csv")  # one schema always (docs/study.md "Analysis")
+    csv(reward_watch_of(data), "reward_watch.csv")  # one schema always (docs/reward.md)
     if store is not None:
         reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from legival_core.reports.compute.aggregate import model_students
 from legival_core.reports.compute.coverage import stage_command
 from legival_core.reports.compute.human import human_study_of
+from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.compute.step_effects import ALL
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.plots import step_analysis_of
@@ -63,7 +64,8 @@ SECTIONS: tuple[Section, ...] = (
             "teachers of the dimension with the Global Index.", ("gcot_dimensions.csv",), "gcot_dimensions.png"),
 )
 NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"),
-       ("pf-steps", "Where readers get lost"), ("pf-human", "Can people follow it?"))
+       ("pf-steps", "Where readers get lost"), ("pf-human", "Can people follow it?"),
+       ("pf-reward", "Training reward"))
 
 
 def fmt_cell(v: object) -> str:
@@ -132,7 +134,31 @@ def sections_html(report: Report, image_dir: Path | None) -> str:
         parts.append("".join(out))
     parts.append(steps_html(report, image_dir))
     parts.append(human_html(report))
+    parts.append(reward_html(report))
     return "\n".join(parts)
+
+
+def reward_html(report: Report) -> str:
+    """"Training reward: the Goodhart watch": per logged reward and step bucket, the reward, correctness,
+    transfer and the watch student with their bootstrap bands (reward_watch.csv, docs/reward.md)."""
+    import polars as pl
+
+    e = html.escape
+    table = reward_watch_of(report.data)
+    out = ['<section id="pf-reward" class="paper"><h2>Training reward: the Goodhart watch</h2>',
+           '<p class="note">What a training loop\'s legibility reward scored (legival reward serve, the TRL and '
+           "verl adapters): per step bucket the mean reward, correctness, transfer (the reward's student) and the "
+           "watch student (held out, never rewarded), their gap over correct completions, 95% bootstrap bands over "
+           "items. A widening gap: the policy learns the reward's student, not legibility. File: "
+           "<code>reward_watch.csv</code> (docs/reward.md).</p>"]
+    computed = table.filter(pl.col("status") == "computed")
+    if computed.height == 0:
+        out.append(f'<p class="empty" data-file="reward_watch.csv">{e(str(table["status"][0]))}</p></section>')
+        return "".join(out)
+    out.append(_table_html(computed.select("reward_name", "step_from", "step_to", "n", "reward", "correct", "transfer",
+                                           "watch", "gap", "gap_low", "gap_high"), "reward_watch.csv"))
+    out.append("</section>")
+    return "".join(out)
 
 
 TOP_FEATURES = 3
