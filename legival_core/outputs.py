@@ -141,9 +141,9 @@ def check_output(out: Path, option: str, protected: Sequence[Protected], folder:
     if owner is not None:
         raise OutputRefused(f"{option} {out}: {'is' if owner[1] == real else 'lies inside'} the {owner[2]} of the "
                             f"store {owner[0]}: give a path outside the store's files")
-    if not folder and is_store_file(real):
-        raise OutputRefused(f"{option} {out}: is a DuckDB store; an output file never replaces one: give another "
-                            "file name")
+    if is_store_file(real):  # a folder output too: say what the file is, not only that it is no folder
+        raise OutputRefused(f"{option} {out}: is a DuckDB store; an output {'folder' if folder else 'file'} never "
+                            f"replaces one: give {'a folder of its own' if folder else 'another file name'}")
     if folder and real.exists() and not real.is_dir():
         raise OutputRefused(f"{option} {out}: is a file, not a folder")
     if not folder and real.is_dir():

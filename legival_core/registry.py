@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args
 
-Kind = Literal["dataset", "grader", "metric", "quality", "backend", "judge", "stage", "format"]
+Kind = Literal["dataset", "grader", "metric", "quality", "backend", "judge", "stage", "format", "cue"]
 KINDS: tuple[str, ...] = get_args(Kind)
 
 BUILTIN_PACKAGES: tuple[str, ...] = (
@@ -38,6 +38,7 @@ BUILTIN_PACKAGES: tuple[str, ...] = (
     "legival_core.judges",
     "legival_core.stages",
     "legival_core.reports.stage",
+    "legival_core.monitor.cues",
 )
 """Packages whose public modules (names not starting with `_`) are imported to find built-ins (a
 module in the list is imported itself)."""

@@ -122,7 +122,7 @@ def judge_agreement(
             sc = stored_judge_counts(store, sorted({a.trace_id for a in ann}), judge_key)
         except ValueError as e:
             fail(str(e))
-    rep = agreement(ann, sc.counts, sc.datasets)
+    rep = agreement(ann, sc.counts, sc.datasets, sc.steps, sc.m)
     _print_agreement(rep)
     if rep.skipped_no_judge or rep.skipped_no_dataset:
         err_console.print(
@@ -142,13 +142,17 @@ def judge_agreement(
 def _print_agreement(rep: Any) -> None:
     from rich.table import Table
 
-    table = Table(title="backtracking agreement per dataset")
-    for c in ("dataset", "pair", "n", "spearman", "kappa (counts)", "kappa (binary)"):
+    table = Table(title="backtracking agreement per dataset (docs/judge.md: flag = count > 0, bins 0/1/2/3+, "
+                        "steps = per-step flag; * saturated: 70% of a side's labels in one category)")
+    for c in ("dataset", "pair", "n", "spearman", "kappa (counts)", "kappa (binary)", "AC1 (binary)",
+              "kappa_w (bins)", "AC2 (bins)", "steps", "kappa (steps)", "AC1 (steps)"):
         table.add_column(c)
     for d in rep.per_dataset:
         for p in (*d.human_vs_judge, *d.human_vs_human):
             table.add_row(d.dataset, f"{p.a} vs {p.b}", str(p.n), _fmt(p.spearman), _fmt(p.kappa_counts),
-                          _fmt(p.kappa_binary))
+                          _fmt(p.kappa_binary, p.flag.saturated), _fmt(p.flag.gwet, p.flag.saturated),
+                          _fmt(p.binned.kappa, p.binned.saturated), _fmt(p.binned.gwet, p.binned.saturated),
+                          str(p.steps.n), _fmt(p.steps.kappa, p.steps.saturated), _fmt(p.steps.gwet, p.steps.saturated))
     out_console.print(table)
     out_console.print(
         f"Kendall tau across datasets, mean human vs judge: {_fmt(rep.kendall_tau_mean_human_vs_judge)}; "
@@ -157,5 +161,5 @@ def _print_agreement(rep: Any) -> None:
     )
 
 
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.3f}"
+def _fmt(v: float | None, saturated: bool = False) -> str:
+    return "-" if v is None else f"{v:.3f}" + ("*" if saturated else "")

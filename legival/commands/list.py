@@ -1,5 +1,5 @@
 """`legival list [KIND]`: what the registry holds (datasets, graders, metrics, quality groups, backends,
-judges, stages, trace formats)."""
+judges, stages, trace formats, hint cues)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from legival.app import app
 from legival.console import emit_summary, fail, out_console
 
 _PLURAL = {"datasets": "dataset", "graders": "grader", "metrics": "metric", "quality": "quality",
-           "backends": "backend", "judges": "judge", "stages": "stage", "formats": "format"}
+           "backends": "backend", "judges": "judge", "stages": "stage", "formats": "format", "cues": "cue"}
 _LABEL = {"quality": "quality groups"}
 """How a kind is headed and keyed in the summary (default: the kind + "s")."""
 
@@ -19,7 +19,7 @@ _LABEL = {"quality": "quality groups"}
 @app.command("list")
 def list_registry(
     kind: Annotated[str | None, typer.Argument(help="datasets | graders | metrics | quality | backends | judges | stages "
-                                                    "| formats (default: all)")] = None,
+                                                    "| formats | cues (default: all)")] = None,
 ) -> None:
     """Print every registered entry with its one-line description (metrics: unit and direction)."""
     from legival_core.registry import KINDS, entries

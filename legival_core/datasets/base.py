@@ -71,6 +71,10 @@ class DatasetSpec:
     ending `#### N`): what a training loop's gold column carries (`legival_core/rl`). None: the field is
     the gold."""
 
+    wrong_answer: Callable[[Problem, int], str | None] | None = None
+    """A wrong answer for a problem, chosen by a seeded rule (`datasets.wrong_answers`): the target of
+    a hint intervention (docs/monitorability.md). None: the dataset has no rule."""
+
     def gold_text(self, raw: str) -> str:
         """The gold of `raw`, a gold or the dataset's own answer field (`gold_of_answer`)."""
         found = self.gold_of_answer(raw) if self.gold_of_answer is not None else None

@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, JudgeRubric, register_dataset
+from legival_core.datasets.wrong_answers import letter_wrong_answer
 from legival_core.grading import AnswerGrader, letter_answers
 from legival_core.readers.input_files import InputFileError, read_lines, supported
 from legival_core.types import Grade, Problem
@@ -139,6 +140,7 @@ Do not confuse simple step-by-step derivation or adding more detail with backtra
 
 SPEC = register_dataset(
     DatasetSpec(
+        wrong_answer=letter_wrong_answer,
         judge_rubric=JUDGE_RUBRIC,
         name="gpqa",
         task_patterns=("gpqa*", "*/gpqa*", "leaderboard_gpqa*"),

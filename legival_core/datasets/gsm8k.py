@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, JudgeRubric, register_dataset
+from legival_core.datasets.wrong_answers import numeric_wrong_answer
 from legival_core.grading import AnswerGrader, Candidate, bare_numbers, boxed_spans, hash_answers
 from legival_core.grading.extract import phrase_answers
 from legival_core.grading.numeric import number_in, numbers_equal, to_fraction
@@ -89,6 +90,7 @@ Do not confuse a plain verification that confirms the earlier result, rephrasing
 
 SPEC = register_dataset(
     DatasetSpec(
+        wrong_answer=numeric_wrong_answer,
         judge_rubric=JUDGE_RUBRIC,
         name="gsm8k",
         task_patterns=("gsm8k*", "*/gsm8k*", "leaderboard_gsm8k*"),

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, JudgeRubric, register_dataset
+from legival_core.datasets.wrong_answers import letter_wrong_answer
 from legival_core.grading import AnswerGrader, letter_answers
 from legival_core.readers.input_files import input_stem
 from legival_core.readers.records import field, read_jsonl
@@ -107,6 +108,7 @@ Do not confuse checking each answer choice in turn, or restating the rules, with
 
 SPEC = register_dataset(
     DatasetSpec(
+        wrong_answer=letter_wrong_answer,
         judge_rubric=JUDGE_RUBRIC,
         name="lsat",
         task_patterns=("lsat*", "agieval_lsat*", "*/lsat*", "*/agieval_lsat*"),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from legival_core.datasets.base import DatasetSpec, JudgeRubric, register_dataset
+from legival_core.datasets.wrong_answers import numeric_wrong_answer
 from legival_core.grading import AnswerGrader, Candidate, boxed_spans, last_boxed, math_equivalent
 from legival_core.grading.extract import phrase_answers
 from legival_core.readers.records import field, read_jsonl
@@ -114,6 +115,7 @@ Do not confuse minor arithmetic errors, rephrasing, or adding detail with backtr
 
 SPEC = register_dataset(
     DatasetSpec(
+        wrong_answer=numeric_wrong_answer,
         judge_rubric=JUDGE_RUBRIC,
         name="math",
         task_patterns=("minerva_math*", "hendrycks_math*", "math_*", "*/math", "*/math_*", "leaderboard_math*", "competition_math*"),

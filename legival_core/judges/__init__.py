@@ -18,7 +18,6 @@ from legival_core.judges.agreement import (
     AgreementReport,
     HumanAnnotation,
     agreement,
-    cohen_kappa,
     load_human_annotations,
 )
 from legival_core.judges.base import BaseJudge, JudgeLimits
@@ -67,7 +66,6 @@ __all__ = [
     "WindowPolicy",
     "agreement",
     "backtracking_fraction",
-    "cohen_kappa",
     "estimate_cost",
     "guard_cost",
     "judge_info",

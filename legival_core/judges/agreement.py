@@ -1,31 +1,45 @@
 """Agreement between human backtracking annotations and the judge (Legi-Val appendix A.3.4).
 
-Inputs are per-trace backtracking COUNTS (number of distinct flagged steps). Reported:
+Inputs are per-trace backtracking COUNTS (number of distinct flagged steps), and the flagged steps
+themselves where an annotator gave them. Reported (the statistics: `legival_core.agreement`):
 - per dataset: Spearman rho of each annotator vs the judge and of each annotator pair;
   Cohen's kappa on the exact counts (each count a category) and on the binary label
-  (count > 0 = backtracking detected), for the same pairs;
+  (count > 0 = backtracking detected), for the same pairs; beside them (issue 48) raw agreement,
+  Cohen's kappa, Gwet's AC1, prevalences and the saturation flag of the binary label (`flag`), of the
+  counts binned on the ordinal scale `COUNT_BINS` = 0, 1, 2, 3 or more (`binned`: quadratic-weighted
+  kappa and Gwet's AC2) and of the per-step flag (`steps`: every step 1..m of the traces both sides
+  gave steps for, m the judge's step count; a human step outside 1..m is left out and counted in
+  `steps_outside`). Most steps are not backtracking: the per-step flag is the saturated case where
+  kappa collapses and AC1 does not;
 - across datasets: Kendall tau-b between the judge and the mean human count, with all traces of all
   datasets pooled (our reading of "Kendall tau across datasets"), and per annotator.
 A statistic is None when undefined (fewer than 2 shared traces, a constant series, or kappa with
-chance agreement 1). Traces the judge has no count for (failed/overflow) are left out and counted.
+chance agreement 1; `Agreement` says why). Traces the judge has no count for (failed/overflow) are left out and counted.
 """
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from legival_core import untrusted_json
-from legival_core.readers.input_files import COMPRESSED_SUFFIXES, InputFileError, read_lines, sniff, supported
+from legival_core.agreement import Agreement
+from legival_core.agreement import agreement as rater_agreement
+from legival_core.readers.input_files import COMPRESSED_SUFFIXES, InputFileError, sniff, supported
 from legival_core.readers.records import LineProblem, read_jsonl_records
+from legival_core.readers.tables import csv_rows
 
 JUDGE = "judge"
+FLAG = (False, True)
+"""The binary label's scale: backtracking detected (count > 0) or not, per trace or per step."""
+COUNT_BINS = ("0", "1", "2", "3+")
+"""The ordinal scale of binned counts: a count c is bin min(c, 3) (a trace with 3 flagged steps or
+more is one bin: counts past 3 are rare and their exact value is the noisiest)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,20 +118,6 @@ def _format_of(p: Path) -> str:
     return fmt
 
 
-def _csv_lines(p: Path) -> Iterator[str]:
-    """The text lines of a CSV file, plain or gzip/zstd-compressed (`input_files`), each with its
-    newline (a quoted cell may span lines); another container is refused saying what it is."""
-    try:
-        for line, raw in read_lines(p):
-            try:
-                yield raw.decode("utf-8") + "\n"
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{p}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
-                                 f"{e.start + 1}") from None
-    except InputFileError as e:
-        raise _what_is_read(e) from None
-
-
 def _what_is_read(e: InputFileError) -> InputFileError:
     """The opener's error, ending with what this reader reads (CSV too, not only JSONL)."""
     return InputFileError(e.file, e.message.replace(supported(False), "this command reads CSV or JSONL, plain or "
@@ -127,12 +127,11 @@ def _what_is_read(e: InputFileError) -> InputFileError:
 def _rows(p: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """(FILE:LINE, row) of every annotation row of a CSV or JSONL file."""
     if _format_of(p) == "csv":
-        reader = csv.DictReader(_csv_lines(p))
         try:
-            for csv_row in reader:
-                yield f"{p}:{reader.line_num}", csv_row
-        except csv.Error as e:
-            raise ValueError(f"{p}:{reader.line_num}: not a readable CSV row ({e})") from None
+            for line, csv_row in csv_rows(p):  # plain or gzip/zstd-compressed; a quoted cell may span lines
+                yield f"{p}:{line}", csv_row
+        except InputFileError as e:
+            raise _what_is_read(e) from None
         return
     try:
         for line, rec in read_jsonl_records(p):
@@ -160,21 +159,6 @@ def load_human_annotations(path: str | Path) -> list[HumanAnnotation]:
         held = "only a header or nothing" if _format_of(p) == "csv" else "only blank lines or nothing"
         raise ValueError(f"{p}: no annotations (the file holds {held}): there is nothing to compare")
     return out
-
-
-def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float | None:
-    """Cohen's kappa = (p_o - p_e) / (1 - p_e), each distinct value a category; None if p_e == 1."""
-    if len(a) != len(b):
-        raise ValueError("kappa needs two sequences of equal length")
-    n = len(a)
-    if n == 0:
-        return None
-    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    ca, cb = Counter(a), Counter(b)
-    pe = sum(ca[k] * cb[k] for k in ca.keys() | cb.keys()) / (n * n)
-    if pe >= 1.0:
-        return None
-    return (po - pe) / (1.0 - pe)
 
 
 def _finite(x: Any) -> float | None:
@@ -208,6 +192,10 @@ class PairStats:
     spearman: float | None
     kappa_counts: float | None
     kappa_binary: float | None
+    flag: Agreement
+    binned: Agreement
+    steps: Agreement
+    steps_outside: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,29 +216,56 @@ class AgreementReport:
     skipped_no_dataset: int
 
 
+Steps = Mapping[str, tuple[int, ...]]
+"""trace_id -> the distinct flagged step numbers (1..m), for the traces whose steps a rater gave."""
+
+
 def _pair(
-    a_name: str, b_name: str, a: Mapping[str, int], b: Mapping[str, int], ids: Sequence[str]
+    a_name: str, b_name: str, a: Mapping[str, int], b: Mapping[str, int], ids: Sequence[str],
+    steps: tuple[Steps, Steps, Mapping[str, int]],
 ) -> PairStats:
     shared = [t for t in ids if t in a and t in b]
     xa = [a[t] for t in shared]
     xb = [b[t] for t in shared]
+    flag = rater_agreement([x > 0 for x in xa], [x > 0 for x in xb], FLAG)
+    last = len(COUNT_BINS) - 1
+    binned = rater_agreement([min(x, last) for x in xa], [min(x, last) for x in xb], range(len(COUNT_BINS)),
+                             ordinal=True)
+    per_step, outside = _step_flags(shared, *steps)
     return PairStats(
-        a_name,
-        b_name,
-        len(shared),
-        spearman(xa, xb),
-        cohen_kappa(xa, xb),
-        cohen_kappa([x > 0 for x in xa], [x > 0 for x in xb]),
+        a_name, b_name, len(shared), spearman(xa, xb), rater_agreement(xa, xb).kappa, flag.kappa, flag, binned,
+        per_step, outside,
     )
+
+
+def _step_flags(shared: Sequence[str], a: Steps, b: Steps, m: Mapping[str, int]) -> tuple[Agreement, int]:
+    """The per-step flag of both raters over steps 1..m of the shared traces both gave steps for, and
+    how many of their steps fell outside 1..m (left out)."""
+    fa: list[bool] = []
+    fb: list[bool] = []
+    outside = 0
+    for t in shared:
+        if t not in a or t not in b or t not in m:
+            continue
+        sa, sb = set(a[t]), set(b[t])
+        outside += sum(not 1 <= s <= m[t] for s in sa) + sum(not 1 <= s <= m[t] for s in sb)
+        fa += [j in sa for j in range(1, m[t] + 1)]
+        fb += [j in sb for j in range(1, m[t] + 1)]
+    return rater_agreement(fa, fb, FLAG), outside
 
 
 def agreement(
     human: Sequence[HumanAnnotation],
     judge_counts: Mapping[str, int],
     datasets: Mapping[str, str],
+    judge_steps: Steps | None = None,
+    steps_of: Mapping[str, int] | None = None,
 ) -> AgreementReport:
-    """Per-dataset and pooled agreement; `judge_counts` maps trace_id -> judge's count of flagged steps."""
+    """Per-dataset and pooled agreement; `judge_counts` maps trace_id -> judge's count of flagged steps,
+    `judge_steps` to its flagged steps and `steps_of` to the trace's step count m (the per-step flag is
+    compared where they and an annotator's steps are given)."""
     by_annotator: dict[str, dict[str, int]] = defaultdict(dict)
+    steps_by: dict[str, dict[str, tuple[int, ...]]] = defaultdict(dict)
     no_judge: set[str] = set()
     no_dataset: set[str] = set()
     for h in human:
@@ -261,6 +276,9 @@ def agreement(
             no_judge.add(h.trace_id)
             continue
         by_annotator[h.annotator][h.trace_id] = h.count
+        if h.steps is not None:
+            steps_by[h.annotator][h.trace_id] = h.steps
+    js, m = judge_steps or {}, steps_of or {}
     annotators = sorted(by_annotator)
     ids_by_ds: dict[str, list[str]] = defaultdict(list)
     for tid in sorted({t for d in by_annotator.values() for t in d}):
@@ -268,9 +286,9 @@ def agreement(
     per_ds = []
     for ds in sorted(ids_by_ds):
         ids = ids_by_ds[ds]
-        hj = tuple(_pair(a, JUDGE, by_annotator[a], judge_counts, ids) for a in annotators)
+        hj = tuple(_pair(a, JUDGE, by_annotator[a], judge_counts, ids, (steps_by[a], js, m)) for a in annotators)
         hh = tuple(
-            _pair(a, b, by_annotator[a], by_annotator[b], ids)
+            _pair(a, b, by_annotator[a], by_annotator[b], ids, (steps_by[a], steps_by[b], m))
             for a, b in itertools.combinations(annotators, 2)
         )
         per_ds.append(DatasetAgreement(ds, len(ids), hj, hh))

@@ -326,6 +326,11 @@ class BaseJudge(ABC):
             outcomes.append(self._settle(system, turns, reply, w, tally, can_repair=True))
         return merge_windows(request.trace_id, outcomes)
 
+    def ask(self, system: str, prompt: str) -> Reply:
+        """One free-form question to the judge's model, with its retries, limits and secrets' scrubbing:
+        what other readers of traces use the judge backends for (the hint monitor, docs/monitorability.md)."""
+        return self._call_with_retries(system, [("user", prompt)], _Tally())
+
     def _call_with_retries(
         self, system: str, turns: Sequence[Turn], tally: _Tally, breaker: Breaker | None = None
     ) -> Reply:

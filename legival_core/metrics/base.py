@@ -15,6 +15,7 @@ Sources:
 - "grades", "derived", "transfer", "quality", "monitor", "rewards": computed by the report from the
   grades, the trace table, the rollouts and the other stages' tables; their maths lives in the
   module that registers them or in the domain package named there.
+- "interventions": the hint interventions' g-mean² table (`reports.compute.monitorability`), per teacher.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 Direction = Literal["higher", "lower"]
 Level = Literal["trace", "teacher"]
-Source = Literal["trace", "grades", "derived", "transfer", "quality", "monitor", "rewards"]
+Source = Literal["trace", "grades", "derived", "transfer", "quality", "monitor", "rewards", "interventions"]
 Aggregate = Literal["mean", "median"]
 BOOTSTRAPPED: tuple[str, ...] = ("trace", "grades", "derived", "transfer")
 """Sources whose values are recomputed on every bootstrap resample (they come from traces/rollouts)."""

@@ -63,6 +63,8 @@ def plan_benchmark(spec: BenchmarkSpec, store: Store, *, teachers: list[str] | N
         "transfer": lambda: _transfer(spec, store, chosen, p, sample, counter_for or _local_counter, table),
         "judge": lambda: _judge(spec, store, p),
         "quality": lambda: _quality(spec, store, p),
+        "interventions": lambda: _monitorability(spec, store, p, teachers),
+        "hint_monitor": lambda: None,  # planned with the interventions (its units need their samples)
     }
     ctx = RunContext(spec, tuple(teachers) if teachers else None)
     for info in stages_in_order():  # as the run walks them, with what each needs computed first
@@ -316,6 +318,12 @@ def _judge(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:
                "cost_usd": round(s.estimated_cost_usd, 4)}
     if s.estimate_basis:
         p.judge["note"] = f"estimate {s.estimate_basis}"
+
+
+def _monitorability(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan, teachers: list[str] | None) -> None:
+    from legival_core.plan.monitorability import plan_monitorability
+
+    p.monitorability = plan_monitorability(spec, store, teachers)
 
 
 def _quality(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan) -> None:

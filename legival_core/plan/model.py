@@ -81,6 +81,8 @@ class BenchmarkPlan:
     embedding_model: str = ""
     judge: dict[str, Any] = field(default_factory=dict)
     quality: dict[str, int] = field(default_factory=dict)
+    monitorability: dict[str, Any] = field(default_factory=dict)
+    """Hint interventions: samples to generate and each monitor's verdicts, calls and cost (`plan.monitorability`)."""
     stages: dict[str, dict[str, int]] = field(default_factory=dict)
     """The other registered stages this run has jobs for: units to compute and units stored (their
     stages' own `plan()`; `legival_core.stages.registered`)."""
@@ -102,6 +104,10 @@ class BenchmarkPlan:
         out["judge_calls"] = int(self.judge.get("calls", 0))
         out["judge_cost_usd"] = float(self.judge.get("cost_usd", 0.0))
         out["sentences_to_embed"] = self.sentences_to_embed
+        monitors = self.monitorability.get("monitors", [])
+        out["intervention_samples"] = int(self.monitorability.get("samples", {}).get("to_generate", 0))
+        out["monitor_calls"] = sum(int(x["calls"]) for x in monitors)
+        out["monitor_cost_usd"] = round(sum(float(x["cost_usd"]) for x in monitors), 4)
         known = [t for t in self.times if t.seconds is not None]  # students take turns: their times add up
         out["estimated_wall_s"] = round(sum(t.seconds or 0 for t in known)) if known else None
         out["estimated_wall_low_s"] = round(sum(t.low_s or 0 for t in known)) if known else None

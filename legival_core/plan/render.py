@@ -115,6 +115,7 @@ def summary_lines(plan: BenchmarkPlan) -> list[str]:
                    + (f" ({j['note']})" if j.get("note") else ""))
     else:
         out.append("judge: disabled in the spec")
+    out.extend(_monitorability_lines(plan.monitorability))
     if plan.quality:
         out.append("quality: " + ", ".join(f"{g} {n:,} traces" for g, n in plan.quality.items()))
     for name, c in plan.stages.items():
@@ -150,3 +151,19 @@ def markdown(plan: BenchmarkPlan) -> str:
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in shard_rows(plan)]
     lines += [""] + [f"- {esc(x)}" for x in summary_lines(plan)]
     return "\n".join(lines) + "\n"
+
+
+def _monitorability_lines(m: dict[str, Any]) -> list[str]:
+    """Hint interventions: samples, then each monitor's verdicts (and an LLM monitor's calls and cost)."""
+    if not m:
+        return []
+    sm = m["samples"]
+    out = [f"interventions: {sm['to_generate']:,} samples to generate of {sm['total']:,} ({sm['stored']:,} stored)"
+           + (f"; {sm['skipped_no_target']:,} problem(s) without a wrong-answer target" if sm["skipped_no_target"] else "")]
+    for mon in m["monitors"]:
+        line = f"hint monitor {mon['name']} ({mon['kind']}): {mon['to_ask']:,} verdicts to ask of {mon['verdicts']:,}"
+        if mon["kind"] == "llm":
+            line += (f"; {mon['calls']:,} calls, ~{mon['input_tokens']:,} input / ~{mon['output_tokens']:,} output "
+                     f"tokens, estimated ${mon['cost_usd']:.2f} (docs/monitorability.md \"Plan and cost\")")
+        out.append(line)
+    return out

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 
 from legival_core.run_config.analyses import Monitor, Rewards, SupervisorModel
 from legival_core.run_config.base import SpecError, Strict, format_errors, registered_name, resolve_path
+from legival_core.run_config.monitorability import Monitorability
 from legival_core.run_config.sections import Efficiency, Execution, Ingest, Judge, Quality, Report, Transfer
 from legival_core.run_config.students import Student
 from legival_core.run_config.teachers import Teacher
@@ -35,6 +36,7 @@ class BenchmarkSpec(Strict):
     quality: Quality = Quality()
     rewards: Rewards = Field(default_factory=Rewards)
     monitor: Monitor = Field(default_factory=Monitor)
+    monitorability: Monitorability = Field(default_factory=Monitorability)
     report: Report = Report()
     execution: Execution = Execution()
 
@@ -47,6 +49,30 @@ class BenchmarkSpec(Strict):
     @classmethod
     def _datasets(cls, v: list[str]) -> list[str]:
         return [registered_name("dataset", d) for d in v]
+
+    @model_validator(mode="after")
+    def _monitorability(self) -> BenchmarkSpec:
+        """Hint interventions need generating teachers and datasets with a wrong-answer rule."""
+        m = self.monitorability
+        if not m.enabled:
+            return self
+        from legival_core.datasets.base import get_dataset
+
+        names = {t.name: t for t in self.teachers}
+        chosen = m.teachers if m.teachers is not None else [t.name for t in self.teachers if t.generate is not None]
+        for n in chosen:
+            if n not in names:
+                raise ValueError(f"monitorability.teachers: no teacher {n!r} (teachers: {', '.join(names)})")
+            if names[n].generate is None:
+                raise ValueError(f"monitorability.teachers: teacher {n!r} has no `generate:` (hint interventions "
+                                 "sample the teacher's model)")
+        if not chosen:
+            raise ValueError("monitorability: no teacher generates (give a teacher `generate:`)")
+        for d in self.datasets:
+            if get_dataset(d).wrong_answer is None:
+                raise ValueError(f"monitorability: dataset {d!r} has no wrong-answer rule (DatasetSpec.wrong_answer), "
+                                 "so a hint has no target; leave it out of the spec's datasets or turn monitorability off")
+        return self
 
     @model_validator(mode="after")
     def _unique(self) -> BenchmarkSpec:

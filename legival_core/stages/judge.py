@@ -298,13 +298,16 @@ def ensure_lexical(store: Store | StoreAccess, progress: ProgressFn | None = Non
 
 @dataclass(frozen=True, slots=True)
 class StoredCounts:
-    """A judge's per-trace backtracking counts (distinct flagged steps of its `ok` results)."""
+    """A judge's per-trace backtracking counts (distinct flagged steps of its `ok` results), the flagged
+    steps themselves and each trace's step count m."""
 
     judge_key: str
     judge: str
     model: str
     counts: dict[str, int]
     datasets: dict[str, str]
+    steps: dict[str, tuple[int, ...]]
+    m: dict[str, int]
 
 
 def stored_judge_counts(store: Store, trace_ids: Sequence[str], key: str | None = None) -> StoredCounts:
@@ -323,8 +326,9 @@ def stored_judge_counts(store: Store, trace_ids: Sequence[str], key: str | None 
         )
     k, j, m, _ = keys[0]
     flagged = reads.judge_flagged_steps(store, k, ids)
-    counts = {t: len(set(json.loads(f or "[]"))) for t, f in flagged.items()}
-    return StoredCounts(k, j, m, counts, reads.trace_datasets(store, ids))
+    steps = {t: tuple(sorted({int(x) for x in json.loads(f or "[]")})) for t, (f, _m) in flagged.items()}
+    return StoredCounts(k, j, m, {t: len(s) for t, s in steps.items()}, reads.trace_datasets(store, ids), steps,
+                        {t: n for t, (_f, n) in flagged.items()})
 
 
 class JudgeCallsFailed(StageFailed):

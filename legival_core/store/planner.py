@@ -288,10 +288,10 @@ def judge_keys_for(store: Store, trace_ids: Sequence[str]) -> list[tuple[str, st
     )]
 
 
-def judge_flagged_steps(store: Store, key: str, trace_ids: Sequence[str]) -> dict[str, str | None]:
-    """trace_id -> flagged_steps JSON of `key`'s ok results."""
-    return {t: f for t, f in store._run(
-        "SELECT trace_id, flagged_steps FROM judge_results WHERE status = 'ok' AND judge_key = ? "
+def judge_flagged_steps(store: Store, key: str, trace_ids: Sequence[str]) -> dict[str, tuple[str | None, int]]:
+    """trace_id -> (flagged_steps JSON, the trace's step count m) of `key`'s ok results."""
+    return {t: (f, int(m)) for t, f, m in store._run(
+        "SELECT trace_id, flagged_steps, m FROM judge_results WHERE status = 'ok' AND judge_key = ? "
         "AND list_contains(?, trace_id)",
         [key, list(trace_ids)],
     )}

@@ -161,6 +161,16 @@ CREATE TABLE IF NOT EXISTS reward_log (
     log_key VARCHAR PRIMARY KEY, reward_name VARCHAR NOT NULL, spec_hash VARCHAR NOT NULL,
     source VARCHAR NOT NULL, step BIGINT, tag VARCHAR, group_id VARCHAR, reward DOUBLE, correct BOOLEAN,
     transfer DOUBLE, watch DOUBLE, components VARCHAR NOT NULL, error VARCHAR, scored_at TIMESTAMP NOT NULL);
+CREATE TABLE IF NOT EXISTS intervention_traces (
+    unit_key VARCHAR PRIMARY KEY, teacher VARCHAR NOT NULL, dataset VARCHAR NOT NULL, problem_id VARCHAR NOT NULL,
+    cue VARCHAR NOT NULL, arm INTEGER NOT NULL, sample INTEGER NOT NULL, target VARCHAR NOT NULL, gold VARCHAR NOT NULL,
+    question VARCHAR NOT NULL, prompt VARCHAR NOT NULL, reasoning VARCHAR NOT NULL, answer_text VARCHAR NOT NULL,
+    extracted VARCHAR, hit_target BOOLEAN NOT NULL, correct BOOLEAN NOT NULL, finish_reason VARCHAR,
+    model VARCHAR NOT NULL, decoding VARCHAR NOT NULL, generated_at TIMESTAMP DEFAULT current_timestamp);
+CREATE TABLE IF NOT EXISTS hint_verdicts (
+    verdict_key VARCHAR PRIMARY KEY, unit_key VARCHAR NOT NULL, monitor VARCHAR NOT NULL, monitor_key VARCHAR NOT NULL,
+    cue VARCHAR NOT NULL, scope VARCHAR NOT NULL, verdict BOOLEAN, status VARCHAR NOT NULL, response VARCHAR,
+    decided_at TIMESTAMP DEFAULT current_timestamp);
 """
 
 TABLES = frozenset({
@@ -193,6 +203,8 @@ TABLES = frozenset({
     "study_events",
     "study_grades",
     "reward_log",
+    "intervention_traces",
+    "hint_verdicts",
 })
 STUDY_TABLES = frozenset({"studies", "study_items", "study_participants", "study_assignments", "study_answers",
                           "study_events", "study_grades"})
@@ -202,5 +214,8 @@ commands and server."""
 REWARD_TABLES = frozenset({"reward_log"})
 """What a training loop's reward scored (`legival_core/rl`, docs/reward.md): written through the journal
 by the reward server and the in-process adapters, never by a stage; not copied into a plan's scratch."""
+INTERVENTION_TABLES = frozenset({"intervention_traces", "hint_verdicts"})
+"""Hint interventions and their monitors' verdicts (docs/monitorability.md): apart from `traces`, so a
+hinted sample never changes a teacher's accuracy, FOTU or any other reported number."""
 RUN_TABLES = frozenset({"runs", "run_metrics"})
 """The record of past runs (`store.runs`): written once per `legival run`, never by a stage."""

@@ -31,8 +31,10 @@ Argv = Callable[[Path, Path, str], list[str]]
 """(store, an input file, the output path) -> the command's arguments."""
 
 INVOCATIONS: dict[tuple[str, ...], Argv] = {
+    ("agreement", "out"): lambda db, inp, o: ["agreement", str(inp), "--a", "a", "--b", "b", "--out", o],
     ("grade", "out"): lambda db, inp, o: ["grade", str(inp), "--dataset", "gsm8k", "--out", o],
     ("monitor", "out"): lambda db, inp, o: ["monitor", "--db", str(db), "--supervisor", "lexical", "--out", o],
+    ("monitorability", "score", "out"): lambda db, inp, o: ["monitorability", "score", str(inp), "--out", o],
     ("report", "out"): lambda db, inp, o: ["report", "--db", str(db), "--out", o],
     ("rm", "out"): lambda db, inp, o: ["rm", "--db", str(db), "--out", o],
     ("run", "out"): lambda db, inp, o: ["run", SPEC, "--db", str(db), "--out", o],
@@ -47,7 +49,8 @@ INVOCATIONS: dict[tuple[str, ...], Argv] = {
 }
 """How to call each command with one output pointed somewhere: one entry per output parameter."""
 
-HAS_INPUT = {("grade", "out"), ("z3", "out"), ("add-teacher", "spec"), ("add-teacher", "prefect_file")}
+HAS_INPUT = {("agreement", "out"), ("grade", "out"), ("z3", "out"), ("add-teacher", "spec"), ("add-teacher", "prefect_file"),
+             ("monitorability", "score", "out")}
 
 
 def _outputs() -> list[tuple[tuple[str, ...], str, Role]]:

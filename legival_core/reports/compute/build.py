@@ -37,6 +37,9 @@ from legival_core.reports.compute.coverage import coverage_table
 from legival_core.reports.compute.data import ReportConfig, ReportData
 from legival_core.reports.compute.elbow import redundancy_elbow
 from legival_core.reports.compute.human import human_study_table, read_human, with_human
+from legival_core.reports.compute.monitor_agreement import monitor_agreement_table
+from legival_core.reports.compute.monitorability import monitorability_table, teacher_statuses
+from legival_core.reports.compute.monitorability import teacher_columns as monitorability_columns
 from legival_core.reports.compute.pareto import FRONTIERS, pareto_frontier
 from legival_core.reports.compute.reward_watch import reward_watch
 from legival_core.reports.compute.stats import (
@@ -81,11 +84,18 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     sweep = reads.redundancy_sweep(store, SWEEP_THRESHOLDS, config.model, SEGMENTER_VERSION)
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
     data.human_study = human_study_table(human, model_depths, data, config)
-    data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student)
+    data.monitorability = monitorability_table(store, data.teacher_metrics.select("teacher", "fotu"), config.seed)
+    data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student,
+                                   teacher_statuses(data.monitorability))
     data.export = trace_export(store, data)
     data.step_events = step_reads.step_events(store, STEPS_VERSION)
     data.steps = step_analysis(data.step_events, traces, config)
     data.reward_watch = reward_watch(store, config.resamples, config.seed)
+    data.monitor_agreement = monitor_agreement_table(store, config.resamples, config.seed)
+    extra = monitorability_columns(data.monitorability)
+    data.teacher_metrics = data.teacher_metrics.join(extra, on="teacher", how="left") if extra.height else \
+        data.teacher_metrics.with_columns(pl.lit(None, pl.Float64).alias("gmean2"),
+                                          pl.lit(None, pl.Float64).alias("verbalisation_rate"))
     return data
 
 

@@ -5,7 +5,8 @@ A report keeps one schema whatever stages ran, so an empty cell must say why it 
 - `computed`: the value rests on `n` traces (or rollout traces);
 - `not run`: the stage that computes it has stored nothing for this cell; `detail` is the command
   (from the registry's stage entry) that computes it;
-- `unavailable`: the stage ran but its model is not installed here; `detail` is the stored reason;
+- `unavailable`: the stage ran but its model is not installed here; `detail` is the stored reason (the
+  hint monitors' g-mean²: the stage ran but no number is defined, e.g. no eligible instance; why);
 - `too few traces`: the stage ran, but the cell has no trace the metric can use (no correct trace
   for transfer, no first success for SOTU, every trace undefined, ...);
 - `failed`: every unit of the cell that its stage tried failed alone (legival_core/stages/isolation.py),
@@ -58,8 +59,10 @@ def stage_command(stage: str) -> str:
         return f"the {stage} stage"
 
 
-def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame, by_student: pl.DataFrame) -> pl.DataFrame:
-    """One row per (teacher, dataset, registered metric) with its status (module docstring)."""
+def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame, by_student: pl.DataFrame,
+                   interventions: dict[str, dict[str, tuple[str, int, str]]] | None = None) -> pl.DataFrame:
+    """One row per (teacher, dataset, registered metric) with its status (module docstring);
+    `interventions`: per teacher the g-mean² metrics' statuses (`monitorability.teacher_statuses`)."""
     import polars as pl
 
     metrics = [m for m in all_metrics() if not m.family]
@@ -84,7 +87,11 @@ def coverage_table(store: Store, traces: pl.DataFrame, by_dataset: pl.DataFrame,
     rows: list[tuple[object, ...]] = []
     for info in metrics:
         for (teacher, dataset), cell in sorted(stats.items()):
-            status, n, detail = _status(info, cell, td.get((teacher, dataset), {}), status_rows, teacher, dataset)
+            if info.source == "interventions":  # a teacher-level table of its own (hint interventions)
+                status, n, detail = (interventions or {}).get(teacher, {}).get(
+                    info.name, (NOT_RUN, 0, stage_command(info.stage)))
+            else:
+                status, n, detail = _status(info, cell, td.get((teacher, dataset), {}), status_rows, teacher, dataset)
             status, detail = _with_failures(info.stage, status, n, detail, failed, teacher, dataset)
             status, detail = _with_stage_failure(info, status, n, detail, stage_failed)
             rows.append((teacher, dataset, info.name, info.stage, status, n, detail))

@@ -86,6 +86,10 @@ class ReportData:
     human_study: pl.DataFrame | None = None
     """human_study.csv: the human studies' table (`compute.human.human_study_table`, docs/study.md
     "Analysis"); None for tables assembled without a store (then the not-run table is written)."""
+    monitorability: pl.DataFrame | None = None
+    """monitorability.csv: hint interventions scored with g-mean² (`compute.monitorability`, docs/monitorability.md)."""
+    monitor_agreement: pl.DataFrame | None = None
+    """agreement.csv: hint monitors against each other (`compute.monitor_agreement`, docs/agreement.md)."""
     reward_watch: pl.DataFrame | None = None
     """reward_watch.csv: the Goodhart watch of the rewards a training loop logged (`compute.reward_watch`,
     docs/reward.md)."""

@@ -15,8 +15,11 @@ its depths are open-ended (`transfer.utility.transfer_table`): a study asks a fe
   in its teacher's means with its problem's draw count);
 - `spearman_fotu`: per model student, Spearman's rho of teacher FOTU (human vs the student) across
   teachers, with a bootstrap interval over problems (both students' FOTU recomputed on each resample);
-- `kappa`: per model student, Cohen's kappa between the human (mean correctness >= 0.5 at a (trace, k),
-  a tie counted correct) and the student (y >= 0.5) over the (trace, k) both answered;
+- `kappa`: per model student, the agreement of the human (mean correctness >= 0.5 at a (trace, k), a tie
+  counted correct) and the student (y >= 0.5) over the (trace, k) both answered (`legival_core.agreement`):
+  `cohen_kappa`, `raw_agreement` and `gwet_ac1` with 95% intervals over items resampled (the report's
+  `resamples` and `seed`), `prevalence_correct_human`, `prevalence_correct_student` and `saturated` (1
+  when 70% of either side's labels are one label: kappa then collapses while AC1 stays near raw agreement);
 - `ratings`: Spearman of the mean 1-5 rating per teacher against human FOTU per teacher, and of the
   rating against correctness over the rated answers;
 - `participants`: participants with answers, excluded ones (more than `max_attention_failures`
@@ -30,6 +33,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from legival_core.agreement import agreement, bootstrap_ci
 from legival_core.datasets.base import current_graders
 from legival_core.intervals import percentile_interval
 from legival_core.registry import is_registered
@@ -182,19 +186,6 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float | None:
     return None if d == 0 else float((rx * ry).sum() / d)
 
 
-def cohen_kappa(a: np.ndarray, b: np.ndarray) -> float | None:
-    """Cohen's kappa of two boolean label vectors: (p_o - p_e) / (1 - p_e); None when p_e = 1 (one
-    label only on both sides) or no item."""
-    import numpy as np
-
-    if len(a) == 0:
-        return None
-    a, b = np.asarray(a, bool), np.asarray(b, bool)
-    po = float((a == b).mean())
-    pe = float(a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean()))
-    return None if pe >= 1 else (po - pe) / (1 - pe)
-
-
 def _draws(rng: Any, r_n: int, n: int) -> np.ndarray:
     import numpy as np
 
@@ -332,10 +323,7 @@ def _agreement_rows(used: pl.DataFrame, model_depths: pl.DataFrame, data: Report
         hy = used.group_by("tix", "k").agg(pl.col("correct").cast(pl.Float64).mean().alias("h"))
         both = hy.join(model_depths.filter((pl.col("six") == s["six"]) & pl.col("y").is_not_null()),
                        on=["tix", "k"], how="inner")
-        kappa = cohen_kappa(both["h"].to_numpy() >= 0.5, both["y"].to_numpy() >= 0.5)
-        rows.append(_row("kappa", "cohen_kappa", COMPUTED if kappa is not None else
-                         "too few items: none shared, or one label only on both sides", None, s["student"], kappa,
-                         n=both.height))
+        rows += _kappa_rows(both["h"].to_numpy() >= 0.5, both["y"].to_numpy() >= 0.5, s["student"], config)
     rated = used.filter(pl.col("rating").is_not_null())
     by_t = dict(rated.group_by("teacher").agg(pl.col("rating").mean()).iter_rows())
     mean_rating = np.array([by_t.get(t, np.nan) for t in teachers], float)
@@ -348,6 +336,32 @@ def _agreement_rows(used: pl.DataFrame, model_depths: pl.DataFrame, data: Report
                      "too few rated answers, or constant ratings or correctness", None, HUMAN, rho_i,
                      n=rated.height, n_answers=rated.height))
     return rows
+
+
+LABELS = (False, True)
+"""Wrong, correct: the scale of the human's and a student's label on an item."""
+
+
+def _kappa_rows(human: np.ndarray, student: np.ndarray, name: str, config: ReportConfig) -> list[dict[str, Any]]:
+    """The `kappa` section of one model student (module docstring), intervals over items."""
+    h, y = human.tolist(), student.tolist()
+    g = agreement(h, y, LABELS)
+    ci = bootstrap_ci(h, y, LABELS, resamples=config.resamples, seed=config.seed)
+    n = g.n
+    few = "too few items: none shared"
+
+    def status(v: float | None, note: str | None) -> str:
+        return COMPUTED if v is not None else f"too few items: {note}" if n else few
+
+    sat = None if not n else float(g.saturated)
+    return [_row("kappa", "cohen_kappa", status(g.kappa, g.kappa_note), None, name, g.kappa, ci.kappa, n),
+            _row("kappa", "raw_agreement", status(g.raw, None), None, name, g.raw, ci.raw, n),
+            _row("kappa", "gwet_ac1", status(g.gwet, g.gwet_note), None, name, g.gwet, ci.gwet, n),
+            _row("kappa", "prevalence_correct_human", status(g.raw, None), None, name,
+                 g.prevalence_a[1] if n else None, n=n),
+            _row("kappa", "prevalence_correct_student", status(g.raw, None), None, name,
+                 g.prevalence_b[1] if n else None, n=n),
+            _row("kappa", "saturated", status(sat, None), None, name, sat, n=n)]
 
 
 def _student_boot(mp: pl.DataFrame, wq: np.ndarray, teachers: list[str]) -> np.ndarray:

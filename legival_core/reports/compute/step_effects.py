@@ -16,7 +16,11 @@ outcome x term, with a `status` saying why a number is missing):
 - `step_logistic`: per (scope, outcome) a logistic model with all features together
   (`statsmodels.api.Logit`, standard errors clustered by problem), continuous features standardised;
 - `student_agreement`: per scope, among the segments (trace, k_start, k_end) seen by two students or
-  more and dropped by at least one, the share dropped by every one.
+  more and dropped by at least one, the share dropped by every one; and, among the segments two students
+  or more could drop (y_start > 0), each such student a rater of "dropped or not" (`legival_core.agreement`):
+  their pairwise raw agreement, Fleiss' kappa and Gwet's multi-rater AC1 with 95% intervals over
+  segments resampled, the share of drops (`drop_prevalence`) and the saturation flag (drops are rare:
+  Fleiss' kappa collapses where AC1 does not).
 
 All of it is association, never causation: a feature can go with drops because both follow from
 something else (a hard problem, a long trace).
@@ -28,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from legival_core.agreement import multi_rater_ci, multi_rater_counts
 from legival_core.intervals import percentile_interval
 from legival_core.reports.compute.coverage import stage_command
 from legival_core.reports.compute.data import ReportConfig, StepAnalysis
@@ -60,11 +65,12 @@ def step_analysis(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConf
     config = config or ReportConfig()
     frame = step_frame(events, traces, config.tau)
     ran = events.height > 0
-    logistic, agreement = _logistic(frame), _agreement(frame)
+    logistic, agreement = _logistic(frame), _agreement(frame, config)
     if not ran:  # the same rows, saying why every number is missing (not "too few events")
         import polars as pl
 
-        logistic, agreement = (t.with_columns(pl.lit(f"not run: {stage_command('step_events')}").alias("status"))
+        logistic, agreement = (t.with_columns(pl.lit(f"not run: {stage_command('step_events')}").alias(c)
+                                              for c in ("status", "kappa_status") if c in t.columns)
                                for t in (logistic, agreement))
     return StepAnalysis(_effects(frame, config, ran=ran), logistic, agreement)
 
@@ -79,8 +85,9 @@ def step_logistic(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConf
     return _logistic(step_frame(events, traces, config.tau))
 
 
-def student_agreement(events: pl.DataFrame, traces: pl.DataFrame) -> pl.DataFrame:
-    return _agreement(step_frame(events, traces, ReportConfig().tau))
+def student_agreement(events: pl.DataFrame, traces: pl.DataFrame, config: ReportConfig | None = None) -> pl.DataFrame:
+    config = config or ReportConfig()
+    return _agreement(step_frame(events, traces, config.tau), config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,13 +370,37 @@ def AGREEMENT_SCHEMA() -> dict[str, pl.DataType]:  # noqa: N802
     import polars as pl
 
     return {"scope": pl.Utf8(), "status": pl.Utf8(), "n_segments": pl.Int64(), "n_all_drop": pl.Int64(),
-            "share_all_drop": pl.Float64()}
+            "share_all_drop": pl.Float64(), "kappa_status": pl.Utf8(), "n_rated": pl.Int64(),
+            "drop_prevalence": pl.Float64(), "saturated": pl.Boolean(), "raw_agreement": pl.Float64(),
+            "fleiss_kappa": pl.Float64(), "fleiss_kappa_ci_low": pl.Float64(), "fleiss_kappa_ci_high": pl.Float64(),
+            "gwet_ac1": pl.Float64(), "gwet_ac1_ci_low": pl.Float64(), "gwet_ac1_ci_high": pl.Float64()}
 
 
-def _agreement(frame: StepFrame) -> pl.DataFrame:
+def _chance_corrected(rated: pl.DataFrame, config: ReportConfig) -> dict[str, object]:
+    """Fleiss' kappa and Gwet's AC1 of the students on `rated` (per segment: `r` students who could drop,
+    `d` of them dropped), with their intervals over segments."""
+    import numpy as np
+
+    counts = np.column_stack([rated["r"].to_numpy() - rated["d"].to_numpy(), rated["d"].to_numpy()])
+    mr = multi_rater_counts(counts, ("kept", "dropped"))
+    fk, ac1 = multi_rater_ci(counts, config.resamples, config.seed)
+    notes = [f"{name} undefined: {note}" for name, note in (("fleiss_kappa", mr.fleiss_note),
+                                                             ("gwet_ac1", mr.gwet_note)) if note]
+    return {"kappa_status": "; ".join(notes) if notes else "computed", "n_rated": mr.n,
+            "drop_prevalence": mr.prevalence[1] if mr.n else None, "saturated": mr.saturated if mr.n else None,
+            "raw_agreement": mr.raw, "fleiss_kappa": mr.fleiss_kappa, "fleiss_kappa_ci_low": fk[0],
+            "fleiss_kappa_ci_high": fk[1], "gwet_ac1": mr.gwet_ac1, "gwet_ac1_ci_low": ac1[0], "gwet_ac1_ci_high": ac1[1]}
+
+
+def _agreement(frame: StepFrame, config: ReportConfig) -> pl.DataFrame:
     """Per scope: the segments (trace, k_start, k_end) with two students or more and a drop by at least
-    one; how many every student dropped, and their share."""
+    one; how many every student dropped, and their share; Fleiss' kappa and Gwet's AC1 of the students
+    who could drop (module docstring)."""
     import polars as pl
+
+    rated_all = (frame.rows.filter(pl.col("y_start") > 0).group_by("_scope", "_t", "k_start", "k_end")
+                 .agg(pl.len().alias("r"), (pl.col("outcome") == "drop").sum().alias("d"))
+                 .filter(pl.col("r") >= 2))
 
     seg = (frame.rows.group_by("_scope", "_t", "k_start", "k_end")
            .agg(pl.len().alias("n"), (pl.col("outcome") == "drop").sum().alias("drops"))
@@ -379,6 +410,10 @@ def _agreement(frame: StepFrame) -> pl.DataFrame:
         part = seg if scope == ALL else seg.filter(pl.col("_scope") == s)
         n = part.height
         every = int((part["drops"] == part["n"]).sum()) if n else 0
+        rated = rated_all if scope == ALL else rated_all.filter(pl.col("_scope") == s)
         rows.append({"scope": scope, "status": "computed" if n else "too few events: no segment two students share "
-                     "with a drop", "n_segments": n, "n_all_drop": every, "share_all_drop": every / n if n else None})
+                     "with a drop", "n_segments": n, "n_all_drop": every, "share_all_drop": every / n if n else None,
+                     **(_chance_corrected(rated, config) if rated.height else {
+                         "kappa_status": "too few events: no segment two students could drop (y_start > 0)",
+                         "n_rated": 0})})
     return pl.DataFrame(rows, schema=AGREEMENT_SCHEMA(), orient="row")

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from legival_core.outputs import replaced_whole, write_manifest
 from legival_core.reports.compute.data import ReportData, StepAnalysis
 from legival_core.reports.compute.human import human_study_of
+from legival_core.reports.compute.monitor_agreement import monitor_agreement_of
+from legival_core.reports.compute.monitorability import monitorability_of
 from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.paper.tables import PAPER_CSV, exported
 from legival_core.reports.render.bundle import Report
@@ -72,6 +74,8 @@ def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
     csv(steps.agreement, "student_agreement.csv")
     csv(human_study_of(data), "human_study.csv")  # one schema always (docs/study.md "Analysis")
     csv(reward_watch_of(data), "reward_watch.csv")  # one schema always (docs/reward.md)
+    csv(monitorability_of(data), "monitorability.csv")  # one schema always (docs/monitorability.md)
+    csv(monitor_agreement_of(data), "agreement.csv")  # one schema always (docs/agreement.md "In the report")
     if store is not None:
         reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from legival_core.reports.compute.aggregate import model_students
 from legival_core.reports.compute.coverage import stage_command
 from legival_core.reports.compute.human import human_study_of
+from legival_core.reports.compute.monitor_agreement import monitor_agreement_of
+from legival_core.reports.compute.monitorability import monitorability_of
 from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.compute.step_effects import ALL
 from legival_core.reports.render.bundle import Report
@@ -65,7 +67,7 @@ SECTIONS: tuple[Section, ...] = (
 )
 NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"),
        ("pf-steps", "Where readers get lost"), ("pf-human", "Can people follow it?"),
-       ("pf-reward", "Training reward"))
+       ("pf-monitorability", "Monitorability"), ("pf-reward", "Training reward"))
 
 
 def fmt_cell(v: object) -> str:
@@ -134,8 +136,53 @@ def sections_html(report: Report, image_dir: Path | None) -> str:
         parts.append("".join(out))
     parts.append(steps_html(report, image_dir))
     parts.append(human_html(report))
+    parts.append(monitorability_html(report))
     parts.append(reward_html(report))
     return "\n".join(parts)
+
+
+def monitorability_html(report: Report) -> str:
+    """"Monitorability": g-mean² per teacher x cue x monitor x scope with its bootstrap spread and Chen et
+    al.'s verbalisation rate, the paper's F1 table beside it, and the Spearman of FOTU with g-mean²
+    across teachers (monitorability.csv, docs/monitorability.md)."""
+    import polars as pl
+
+    e = html.escape
+    table = monitorability_of(report.data)
+    out = ['<section id="pf-monitorability" class="paper"><h2>Monitorability: hint interventions and g-mean\u00b2</h2>',
+           '<p class="note">Each teacher answered without a hint and with each cue (Chen et al. 2025) pointing to a '
+           "wrong target; a monitor says whether the reasoning reveals using the hint. g-mean\u00b2 = TPR x TNR "
+           "(Guan et al. 2025) on eligible instances (the hint moved the answer), cross-fit bootstrap: mean and "
+           "std over draws. Beside it, the paper's supervisor F1 (a different question: flagging wrong traces). "
+           "File: <code>monitorability.csv</code> (docs/monitorability.md).</p>"]
+    g = table.filter(pl.col("section") == "gmean2")
+    if g.height == 0 or g["teacher"].is_null().all():  # nothing stored: the row that names the command
+        out.append(f'<p class="empty" data-file="monitorability.csv">{e(str(table["status"][0]))}</p></section>')
+        return "".join(out)
+    out.append(_table_html(g.select("teacher", "cue", "monitor", "scope", "n_instances", "eligible_fraction_mean",
+                                    "gmean2_mean", "gmean2_ci_low", "gmean2_ci_high", "gmean2_std", "TPR_mean",
+                                    "TNR_mean", "verbalisation_rate", "unparsed", "missing_arm", "status"),
+                           "monitorability.csv"))
+    f1 = [c for c in ("monitor_precision", "monitor_recall", "monitor_f1", "gmean2", "verbalisation_rate")
+          if c in report.data.teacher_metrics.columns]
+    out.append('<h3 class="sub">Beside the paper\'s table: supervisor F1 and g-mean\u00b2 per teacher</h3>')
+    out.append(_table_html(report.data.teacher_metrics.select("teacher", *f1), "teacher_metrics.csv"))
+    corr = table.filter(pl.col("section") == "spearman_fotu")
+    if corr.height:
+        out.append('<h3 class="sub">Is a more legible teacher more monitorable? Spearman of FOTU with g-mean\u00b2</h3>')
+        out.append(_table_html(corr.select("cue", "monitor", "scope", "rho", "p_value", "n", "status"),
+                               "monitorability.csv"))
+    agree = monitor_agreement_of(report.data)
+    out.append('<h3 class="sub">Do the monitors agree? Cohen\'s kappa beside Gwet\'s AC1 (AC1 survives saturated '
+               "verdicts)</h3>")
+    if agree["monitor_a"].is_null().all():
+        out.append(f'<p class="empty" data-file="agreement.csv">{e(str(agree["status"][0]))}</p>')
+    else:
+        out.append(_table_html(agree.select("monitor_a", "monitor_b", "teacher", "cue", "scope", "n", "raw_agreement",
+                                            "kappa", "kappa_ci_low", "kappa_ci_high", "gwet_ac1", "gwet_ac1_ci_low",
+                                            "gwet_ac1_ci_high", "saturated", "status"), "agreement.csv"))
+    out.append("</section>")
+    return "".join(out)
 
 
 def reward_html(report: Report) -> str:
@@ -220,9 +267,11 @@ def steps_html(report: Report, image_dir: Path | None) -> str:
     if missing.height:
         items = "".join(f"<li><code>{e(f)}</code>: {e(st)}</li>" for f, st in missing.select("feature", "status").iter_rows())
         out.append(f'<p class="note">Without an estimate for a drop (all teachers):</p><ul class="note">{items}</ul>')
-    agree = steps.agreement.select("scope", "status", "n_segments", "n_all_drop", "share_all_drop")
+    agree = steps.agreement.select("scope", "status", "n_segments", "n_all_drop", "share_all_drop", "n_rated",
+                                   "drop_prevalence", "saturated", "fleiss_kappa", "gwet_ac1", "kappa_status")
     out.append('<h3 class="sub">Do students agree? Segments two students or more saw and one dropped: the share '
-               "every one of them dropped</h3>")
+               "every one of them dropped; over the segments they could drop, Fleiss' kappa and Gwet's AC1 "
+               "(drops are rare: read AC1 where saturated)</h3>")
     out.append(_table_html(agree, "student_agreement.csv"))
     out.append("</section>")
     return "".join(out)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from legival_core.judges import HumanAnnotation, agreement, cohen_kappa, load_human_annotations
+from legival_core.agreement import agreement as rater_agreement
+from legival_core.judges import HumanAnnotation, agreement, load_human_annotations
 from legival_core.stages.ingest import ingest_file
 from legival_core.store import Store
 from tests._cli import Ran
@@ -22,6 +23,11 @@ from tests.conftest import EXAMPLES
 A = [0, 1, 2, 0, 1]
 B = [0, 2, 2, 0, 1]
 J = [0, 1, 1, 0, 2]
+
+
+def cohen_kappa(a: list[Any], b: list[Any]) -> float | None:
+    """The kappa the judge agreement reports (`legival_core.agreement`, the project's one kappa)."""
+    return rater_agreement(a, b).kappa
 
 
 def test_kappa_by_hand() -> None:
@@ -188,6 +194,21 @@ def test_judge_agreement_against_hand_computed_values(db: Path, tmp_path: Path) 
     assert a_b["spearman"] == pytest.approx(3.5 / math.sqrt(22.5))
     assert a_b["kappa_counts"] == pytest.approx(0.0)
     assert a_b["kappa_binary"] == pytest.approx(0.5)
+    # Beside kappa (issue 48): the flag A>0 = judge>0 = F,T,T,T: raw 1, AC1 1; 3 of 4 flagged: saturated.
+    assert a_j["flag"]["raw"] == 1.0 and a_j["flag"]["gwet"] == pytest.approx(1.0) and a_j["flag"]["saturated"]
+    assert a_j["flag"]["prevalence_a"] == [0.25, 0.75]
+    # Bins 0/1/2/3+ (ordinal, quadratic weights 1 - d^2/9): A 0,1,3,2 vs judge 0,1,2,3: pa = (1 + 1 + 8/9 + 8/9)/4
+    # = 17/18; every margin 1/4: T_w = 4 + 6*8/9 + 4*5/9 = 104/9, pe (AC2) = T_w/12 * sum pi(1-pi) = 26/27 * 3/4
+    # = 13/18 = pe (weighted kappa) = T_w/16 -> both (17/18 - 13/18) / (5/18) = 0.8.
+    assert a_j["binned"]["kappa"] == pytest.approx(0.8) and a_j["binned"]["gwet"] == pytest.approx(0.8)
+    assert a_j["binned"]["ordinal"] and a_j["binned"]["categories"] == [0, 1, 2, 3]
+    # Per step, 4 traces x m = 10 steps: A {}, {2}, {1,2,3}, {4,6} vs judge {}, {2}, {1,4}, {3,5,7}: 8 steps
+    # disagree (t2: 2, 3, 4; t3: 3..7) -> raw 32/40 = 0.8; each side flags 6 of 40 (0.15): pe = 0.85^2 + 0.15^2
+    # = 0.745, kappa = 0.055/0.255 = 11/51; AC1 pe = 2 * 0.15 * 0.85 = 0.255, AC1 = 0.545/0.745 = 109/149.
+    st = a_j["steps"]
+    assert (st["n"], st["raw"], st["saturated"]) == (40, pytest.approx(0.8), True) and a_j["steps_outside"] == 0
+    assert st["kappa"] == pytest.approx(11 / 51) and st["gwet"] == pytest.approx(109 / 149)
+    assert b_j["steps"]["n"] == 0 and b_j["steps"]["kappa"] is None  # B gave counts only
     # mean human 0, .5, 2.5, 2.5 vs judge 0..3: 5 concordant pairs, one tie in x -> 5 / sqrt(5*6)
     assert s["kendall_tau_mean_human_vs_judge"] == pytest.approx(5 / math.sqrt(30))
     p = legival("judge-agreement", "--human", str(human), "--db", str(db), "--judge-key", "nope", check=False)

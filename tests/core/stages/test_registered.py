@@ -35,7 +35,7 @@ def test_a_missing_need_and_a_circle_are_errors_naming_the_stages() -> None:
 def test_the_builtin_order_is_the_runs() -> None:
     names = [i.name for i in stages_in_order()]
     assert names == ["ingest", "generate", "grade", "study", "segment", "efficiency", "transfer", "judge", "step_events", "quality",
-                     "rewards", "monitor", "report"]
+                     "rewards", "monitor", "interventions", "hint_monitor", "report"]
     for i, info in enumerate(stages_in_order()):
         assert set(info.needs) <= set(names[:i]), info.name
 

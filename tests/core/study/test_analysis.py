@@ -11,9 +11,10 @@ import numpy as np
 import polars as pl
 import pytest
 
+from legival_core.agreement import agreement
 from legival_core.reports.compute.build import compute_report
 from legival_core.reports.compute.data import ReportConfig
-from legival_core.reports.compute.human import HUMAN, cohen_kappa, human_study_of, spearman
+from legival_core.reports.compute.human import HUMAN, human_study_of, spearman
 from legival_core.store import Store, study_grades
 from legival_core.store import study as reads
 from legival_core.transfer.utility import bins_of, trace_transfer
@@ -101,6 +102,20 @@ def test_agreement_rows_equal_scipy_and_sklearn_on_the_same_data(study_db: Path)
     kappa = table.filter(pl.col("section") == "kappa").row(0, named=True)
     assert kappa["student"] == "s1" and kappa["n"] == items.height
     assert kappa["value"] == pytest.approx(cohen_kappa_score(items["h"] >= 0.5, items["y"] >= 0.5))
+    assert kappa["ci_low"] <= kappa["value"] <= kappa["ci_high"]
+    # beside kappa (issue 48): raw agreement, Gwet's AC1 (pe = 2 pi (1 - pi), pi the mean share correct), the
+    # shares correct and the saturation flag, on the same items
+    got = {r["metric"]: r for r in table.filter(pl.col("section") == "kappa").iter_rows(named=True)}
+    h, y = (items["h"] >= 0.5).to_numpy(), (items["y"] >= 0.5).to_numpy()
+    raw, pi = float((h == y).mean()), float((h.mean() + y.mean()) / 2)
+    pe = 2 * pi * (1 - pi)
+    assert got["raw_agreement"]["value"] == pytest.approx(raw) and got["raw_agreement"]["n"] == items.height
+    assert got["gwet_ac1"]["value"] == pytest.approx((raw - pe) / (1 - pe))
+    assert got["prevalence_correct_human"]["value"] == pytest.approx(h.mean())
+    assert got["prevalence_correct_student"]["value"] == pytest.approx(y.mean())
+    shares = (h.mean(), 1 - h.mean(), y.mean(), 1 - y.mean())
+    assert got["saturated"]["value"] == float(max(shares) >= 0.7)
+    assert all(r["status"] == "computed" for r in got.values())
     rated = used.filter(pl.col("rating").is_not_null())
     item_rho = table.filter(pl.col("metric") == "spearman_rating_correct").row(0, named=True)
     assert item_rho["value"] == pytest.approx(spearmanr(rated["rating"], rated["correct"].cast(pl.Int8)).statistic)
@@ -126,10 +141,10 @@ def test_kappa_and_spearman_equal_sklearn_and_scipy(seed: int) -> None:
 
     rng = np.random.default_rng(seed)
     a, b = rng.random(40) < 0.6, rng.random(40) < 0.4
-    assert cohen_kappa(a, b) == pytest.approx(cohen_kappa_score(a, b))
+    assert agreement(a.tolist(), b.tolist()).kappa == pytest.approx(cohen_kappa_score(a, b))
     x, y = rng.integers(1, 6, 30).astype(float), rng.random(30)
     assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic)
-    assert cohen_kappa(np.ones(5, bool), np.ones(5, bool)) is None and spearman(x[:2], y[:2]) is None
+    assert agreement([True] * 5, [True] * 5, (False, True)).kappa is None and spearman(x[:2], y[:2]) is None
 
 
 def test_open_ended_depths_use_the_answered_depths_alone() -> None:

@@ -216,6 +216,14 @@ def test_students_agree_on_a_segment_when_every_one_drops() -> None:
                            "problem_id": ["p1", "p2", "p3", "p4"]})
     agree = step_analysis(events, traces, CONFIG).agreement
     assert agree.filter(pl.col("scope") == ALL).select("n_segments", "n_all_drop", "share_all_drop").row(0) == (2, 1, 0.5)
+    # Fleiss and Gwet over the segments two students could drop (y_start > 0): x (2 drops), y (1 of 2), z (none;
+    # a rise is no drop); w has one student. pa = (1 + 0 + 1)/3 = 2/3; pi_drop = (1 + 1/2 + 0)/3 = 1/2: Fleiss pe =
+    # 1/4 + 1/4 = 1/2, AC1 pe = 2 * 1/2 * 1/2 / (2 - 1) = 1/2 -> both (2/3 - 1/2) / (1/2) = 1/3.
+    row = agree.filter(pl.col("scope") == ALL).row(0, named=True)
+    assert (row["kappa_status"], row["n_rated"], row["drop_prevalence"], row["saturated"]) == ("computed", 3, 0.5, False)
+    assert row["raw_agreement"] == pytest.approx(2 / 3)
+    assert row["fleiss_kappa"] == pytest.approx(1 / 3) and row["gwet_ac1"] == pytest.approx(1 / 3)
+    assert row["gwet_ac1_ci_low"] <= 1 / 3 <= row["gwet_ac1_ci_high"]
 
 
 # ---------------------------------------------------------------------------------- the planted truth
