@@ -140,7 +140,8 @@ def benchmark_progress(spec: BenchmarkSpec, teachers: list[str], laps: Laps,
                        stages: list[str] | None = None) -> Iterator[BenchmarkProgress]:
     """Tags (see `tagged`) and the run's progress artifact over `stages` (default `benchmark_stages`),
     from now until the block ends; a failure is written into the artifact before it propagates."""
-    shards = len(spec.students) * len(teachers) * len(spec.datasets) if spec.transfer.enabled else 0
+    shards = sum(1 for st in spec.transfer_students() for t in teachers if st.reads(t)) * len(spec.datasets) \
+        if spec.transfer.enabled else 0
     with tagged(spec, teachers):
         BOARD.start_run(RunProgress(spec.name, benchmark_stages(spec, teachers) if stages is None else stages, shards))
         try:

@@ -34,6 +34,9 @@ def transfer(
     traces_per_chunk: Annotated[int, typer.Option(help="Traces per backend call and per commit.")] = default_of(
         Execution, "traces_per_chunk"),
     backend_options: Annotated[str, typer.Option(help="JSON object of extra backend options, e.g. '{\"base_url\": ...}'.")] = "{}",
+    mode: Annotated[str, typer.Option(help="continue (default) or early_answer: the answer forced right after each "
+                                           "prefix (Lanham et al. 2023; rows in early_answers, docs/transfer.md).")] = (
+        default_of(Student, "mode")),
 ) -> None:
     """Roll out a student on prefixes of correct teacher traces; computes only what is missing."""
     from datetime import UTC, datetime
@@ -52,10 +55,10 @@ def transfer(
     t = settings(Transfer, max_new_tokens=max_new_tokens, step_interval=step_interval, n_bins=n_bins,
                  profile=profile)
     config = settings(Student, name=student, backend=backend, model=model, dtype=dtype,
-                      backend_options=options).config(t)
+                      backend_options=options, mode=mode).config(t)
     t0 = time.perf_counter()
     # its batches' timings calibrate `legival plan` (an accelerator named by the engine: cpu, else unnamed)
-    timing = Timing(f"transfer-{new_run_id(datetime.now(UTC))}", "transfer", "")
+    timing = Timing(f"transfer-{new_run_id(datetime.now(UTC))}", "transfer", "") if config.mode == "continue" else None
     with open_store(db) as store, progress_bar(f"transfer ({student})") as bar:
         s = run_transfer(store, None, config, teacher=teacher, dataset=dataset, limit=limit,
                          traces_per_chunk=traces_per_chunk,

@@ -17,7 +17,7 @@ from pathlib import Path
 from legival_core.datasets.base import DatasetSpec, JudgeRubric, register_dataset
 from legival_core.datasets.wrong_answers import letter_wrong_answer
 from legival_core.grading import AnswerGrader, letter_answers
-from legival_core.readers.input_files import InputFileError, read_lines, supported
+from legival_core.readers.input_files import InputFileError, supported, text_lines
 from legival_core.types import Grade, Problem
 
 GRADER_VERSION = "gpqa-1"
@@ -100,12 +100,7 @@ def _csv_lines(path: Path) -> Iterator[str]:
     """The CSV file's text lines, each with its newline (a quoted cell spans lines), decompressed if
     need be; another container (a zip, Parquet...) is refused saying what it is and that CSV is read."""
     try:
-        for line, raw in read_lines(path):
-            try:
-                yield raw.decode("utf-8") + "\n"
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{path}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
-                                 f"{e.start + 1}") from None
+        yield from text_lines(path)
     except InputFileError as e:
         raise InputFileError(e.file, e.message.replace(
             supported(False), "the gpqa loader reads CSV, plain or compressed with gzip or zstd")) from None

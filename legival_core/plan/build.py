@@ -169,8 +169,10 @@ def _transfer(spec: BenchmarkSpec, store: Store, chosen: list[Teacher], p: Bench
     read together (`plan.shards`)."""
     from legival_core.plan.shards import missing_by_cell, traces_by_cell
 
-    cells = [(t.name, d) for t in chosen for d in spec.datasets]
-    for st in spec.students:
+    for teacher, why in spec.early_answering_skipped().items():
+        p.notes.append(f"early answering: teacher {teacher} has no reader ({why})")
+    for st in spec.transfer_students():
+        cells = [(t.name, d) for t in chosen if st.reads(t.name) for d in spec.datasets]
         config = spec.student_config(st)
         counter = counter_for(config.model, dict(config.backend_options))
         p.prompt_tokenizer[st.name] = counter.source
@@ -221,7 +223,8 @@ def _shard(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan, st: _Student, te
         p.decode_expected[st.name] = expect.source
         shard.work = shard_work(sizes, per_chunk, spec.execution.max_concurrent_engines, expect,
                                 st.max_batch).scaled(work / len(sizes))
-    shard.decode_budget = shard.rollouts_missing * config.max_new_tokens
+    # an early answer has no continuation: its one pass is the forcing pass
+    shard.decode_budget = 0 if config.mode == "early_answer" else shard.rollouts_missing * config.max_new_tokens
     shard.forcing_budget = shard.rollouts_missing * config.forcing_max_tokens
     if st.mean_decode is not None:
         shard.expected_decode = round(st.mean_decode * shard.rollouts_missing)

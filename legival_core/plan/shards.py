@@ -5,7 +5,7 @@ of each kind, as `TransferStage.missing` and `units` read one shard.
 rows, the student, its stored depths, the traces' text and steps...): DuckDB's cost per statement
 (about a millisecond on the scratch store) then made a 2,000-teacher spec spend most of its two
 minutes in statements that each returned two rows. The counts are the same functions' on the same
-rows (`transfer.cut_rows`, `missing_rollouts`, `planned_units`); tests/core/plan/test_batched_plan.py
+rows (`transfer_traces.cut_rows`, `missing_rollouts`, `planned_units`); tests/core/plan/test_batched_plan.py
 compares them with each shard's own plan.
 """
 
@@ -16,14 +16,8 @@ from typing import TYPE_CHECKING
 
 from legival_core.datasets.base import current_graders
 from legival_core.segment import SEGMENTER_VERSION
-from legival_core.stages.transfer import (
-    MissingRollouts,
-    TransferTrace,
-    cut_rows,
-    load_transfer_traces,
-    missing_rollouts,
-    register_student,
-)
+from legival_core.stages.transfer import MissingRollouts, missing_rollouts, register_student
+from legival_core.stages.transfer_traces import TransferTrace, cut_rows, load_transfer_traces
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.transfer.rollout_plan import StudentConfig
@@ -65,7 +59,8 @@ def missing_by_cell(store: Store, c: StudentConfig, cells: Sequence[Cell],
     held = 0
 
     def missing() -> list[tuple[Cell, MissingRollouts]]:
-        done = reads.stored_rollout_depths(store, c.student_key, [t for _, r in group for t in r["trace_id"].to_list()])
+        done = reads.stored_rollout_depths(store, c.student_key, [t for _, r in group for t in r["trace_id"].to_list()],
+                                           c.rollout_table)
         return [(cell, missing_rollouts(c, r, empties.get(cell, 0), done, started)) for cell, r in group]
 
     for cell in cells:

@@ -125,7 +125,7 @@ def student_times(spec: BenchmarkSpec, store: Store, p: BenchmarkPlan, table: Ta
     at its full decode budget."""
     ex = spec.execution
     accelerator, engines = ex.accelerator_kind, ex.max_concurrent_engines
-    for st in spec.students:
+    for st in spec.transfer_students():
         config = spec.student_config(st)
         t = StudentTime(st.name, config.model, accelerator or "?", engines, decode=p.decode_expected.get(st.name, ""))
         p.times.append(t)

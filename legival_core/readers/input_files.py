@@ -249,6 +249,17 @@ def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         yield from f.lines()
 
 
+def text_lines(path: Path) -> Iterator[str]:
+    """`read_lines` decoded as UTF-8, each with its newline (what `csv` reads: a quoted cell may span
+    lines); a byte that is not UTF-8 is a ValueError naming the line and column."""
+    for line, raw in read_lines(path):
+        try:
+            yield raw.decode("utf-8") + "\n"
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
+                             f"{e.start + 1}") from None
+
+
 def _reached(line: int) -> str:
     return f"after line {line}" if line else "before the end of line 1"
 

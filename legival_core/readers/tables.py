@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from legival_core.readers.input_files import InputFileError, open_input, read_lines, supported
+from legival_core.readers.input_files import InputFileError, open_input, supported, text_lines
 
 __all__ = ["READS", "csv_rows", "table_rows"]
 
@@ -34,15 +34,7 @@ def csv_rows(path: Path, columns: Sequence[str] = ()) -> Iterator[tuple[int, dic
     `InputFileError`; a byte that is not UTF-8 or a row csv cannot read a ValueError naming the line;
     another container (a zip, a Parquet file) an `InputFileError` saying what it is."""
 
-    def lines() -> Iterator[str]:
-        for line, raw in read_lines(path):
-            try:
-                yield raw.decode("utf-8") + "\n"
-            except UnicodeDecodeError as e:
-                raise ValueError(f"{path}:{line}: invalid UTF-8 byte 0x{raw[e.start]:02x} at column "
-                                 f"{e.start + 1}") from None
-
-    reader = csv.DictReader(lines())
+    reader = csv.DictReader(text_lines(path))
     try:
         header = list(reader.fieldnames or ())
         _missing(path, header, columns)

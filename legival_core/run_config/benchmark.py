@@ -18,7 +18,7 @@ from legival_core.run_config.analyses import Monitor, Rewards, SupervisorModel
 from legival_core.run_config.base import SpecError, Strict, format_errors, registered_name, resolve_path
 from legival_core.run_config.monitorability import Monitorability
 from legival_core.run_config.sections import Efficiency, Execution, Ingest, Judge, Quality, Report, Transfer
-from legival_core.run_config.students import Student
+from legival_core.run_config.students import Student, early_readers
 from legival_core.run_config.teachers import Teacher
 from legival_core.transfer.rollout_plan import StudentConfig
 
@@ -80,6 +80,12 @@ class BenchmarkSpec(Strict):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"duplicate {what} name(s): {', '.join(dup)}")
+        known = [t.name for t in self.teachers]
+        for st in self.students:
+            unknown = [n for n in st.teachers or [] if n not in known]
+            if unknown:
+                raise ValueError(f"student {st.name!r}: teachers: no teacher {', '.join(map(repr, unknown))} "
+                                 f"(teachers: {', '.join(known)})")
         for t in self.teachers:
             g = t.generate
             if g is None or g.problems is None:
@@ -113,6 +119,20 @@ class BenchmarkSpec(Strict):
 
     def student_config(self, student: Student) -> StudentConfig:
         return student.config(self.transfer)
+
+    def transfer_students(self) -> list[Student]:
+        """The students the transfer stage runs, in order: `students`, then with
+        `transfer.early_answering` each generating teacher's own early-answer reader (`early_readers`)."""
+        if not self.transfer.early_answering:
+            return list(self.students)
+        return [*self.students, *early_readers(self.teachers, self.students)[0]]
+
+    def early_answering_skipped(self) -> dict[str, str]:
+        """With `transfer.early_answering`: the teachers without an early-answer reader, and why."""
+        if not self.transfer.early_answering:
+            return {}
+        readers = {t for st in self.students if st.mode == "early_answer" for t in (st.teachers or [])}
+        return {t: why for t, why in early_readers(self.teachers, self.students)[1].items() if t not in readers}
 
     def supervisor(self) -> SupervisorModel:
         """The monitor's supervisor: a spec student by name, or a model on `monitor.backend`."""

@@ -77,6 +77,8 @@ class Transfer(Strict):
     limit: int | None = Field(default=None, ge=1, description="first N transfer traces per (teacher, dataset)")
     profile: Profile = "spec"
     n_bins: int = Field(default=50, ge=2, description="B, the bins of the prefix fraction k/m")
+    early_answering: bool = Field(default=False, description="also each generating teacher's own model as an "
+                                  "early-answer reader of its traces (docs/transfer.md \"Early answering\")")
 
 
 class Judge(Strict):

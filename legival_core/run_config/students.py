@@ -19,7 +19,7 @@ from legival_core.run_config.base import (
     resolve_path,
 )
 from legival_core.run_config.sections import Transfer
-from legival_core.transfer.rollout_plan import StudentConfig
+from legival_core.transfer.rollout_plan import Mode, StudentConfig
 
 
 class Decoding(Strict):
@@ -38,6 +38,10 @@ class Student(Strict):
     decoding: Decoding = Decoding()
     backend_options: dict[str, Any] = Field(default_factory=dict)
     engine_config: Path | None = Field(default=None, description="YAML of backend options (infra/vllm/*.yaml)")
+    mode: Mode = Field(default="continue", description="continue (transfer) or early_answer (Lanham et al. "
+                       "2023: the answer forced right after the prefix; rows in `early_answers`, docs/transfer.md)")
+    teachers: list[str] | None = Field(default=None, description="only these teachers' traces (default: all); "
+                                       "the teacher's own model as an early-answer reader reads its own")
 
     @field_validator("name")
     @classmethod
@@ -95,7 +99,12 @@ class Student(Strict):
             n_bins=transfer.n_bins,
             profile=transfer.profile,
             backend_options=self.options(),
+            mode=self.mode,
         )
+
+    def reads(self, teacher: str) -> bool:
+        """Whether this student rolls out on `teacher`'s traces (`teachers`, default all)."""
+        return self.teachers is None or teacher in self.teachers
 
 
 def student_config(transfer: Transfer | None = None, **fields: Any) -> StudentConfig:
@@ -109,3 +118,39 @@ def student_config(transfer: Transfer | None = None, **fields: Any) -> StudentCo
     if forcing is not None:
         sfields["decoding"] = Decoding(forcing_max_tokens=forcing)
     return Student.model_validate(sfields, context={"check_files": False}).config(t)
+
+
+EARLY_PREFIX = "early-"
+"""The name of a teacher's own early-answer reader: `early-<teacher>` (`early_readers`)."""
+
+
+def early_readers(teachers: list[Any], students: list[Student]) -> tuple[list[Student], dict[str, str]]:
+    """`transfer.early_answering`: per teacher whose `generate` model runs here as a text backend (its
+    weights: embedded, vLLM, a plugin), the early-answer reader `early-<teacher>` on that model, reading
+    that teacher's traces only; a student of that name in the spec wins. Also, per teacher left out, why
+    (no `generate`: its model is unknown; a chat endpoint: no raw prefix to continue)."""
+    taken = {st.name for st in students}
+    out: list[Student] = []
+    skipped: dict[str, str] = {}
+    for t in teachers:
+        g = t.generate
+        if g is None:
+            skipped[t.name] = ("no `generate:` (its model is not known here); list an early-answer reader in "
+                               "`students:` with `mode: early_answer, teachers: [NAME]`")
+            continue
+        info = entry("backend", g.backend).meta
+        if getattr(info, "chat_teacher", False):
+            skipped[t.name] = f"its model runs behind a chat endpoint ({g.backend}): no raw prefix to answer from"
+            continue
+        name = f"{EARLY_PREFIX}{t.name}"
+        if name in taken:
+            continue
+        options = dict(g.backend_options)
+        allowed = tuple(getattr(info, "dtypes", ()) or ())
+        dtype = str(options.pop("dtype", "float32"))
+        if allowed and dtype not in allowed:
+            dtype = allowed[0]
+        out.append(Student.model_validate({"name": name, "backend": g.backend, "model": g.model, "dtype": dtype,
+                                           "backend_options": options, "mode": "early_answer",
+                                           "teachers": [t.name]}, context={"check_files": False}))
+    return out, skipped

@@ -22,7 +22,6 @@ calibrates its time estimate.
 
 from __future__ import annotations
 
-import json
 import math
 import socket
 import time
@@ -34,10 +33,10 @@ from legival_core.backends.base import Completion, GenerationRequest, TextBacken
 from legival_core.backends.lazy import LazyBackend
 from legival_core.backends.stop_rules import StopRuleSpec
 from legival_core.bulk import gc_paused
-from legival_core.datasets.base import DatasetSpec, current_graders, get_dataset
-from legival_core.segment import SEGMENTER_VERSION
+from legival_core.datasets.base import DatasetSpec, get_dataset
 from legival_core.stages.base import Executor, Given, Plan, Work, run_stage
 from legival_core.stages.transfer_timing import Timing, take_load, timing_row
+from legival_core.stages.transfer_traces import TransferTrace, load_transfer_traces, transfer_rows
 from legival_core.store import Store
 from legival_core.store import planner as reads
 from legival_core.transfer.cost import EngineWork, pass_work
@@ -50,7 +49,7 @@ from legival_core.transfer.rollout_plan import (
     student_messages,
 )
 from legival_core.transfer.students import make_student_backend
-from legival_core.types import Grade, Problem, Steps, canonical_json
+from legival_core.types import Grade, Problem, canonical_json
 
 if TYPE_CHECKING:
     import polars as pl
@@ -114,15 +113,6 @@ class TransferSummary:
         return EngineWork(self.chunks, self.prefill_computed, self.decode_steps, self.decode_tokens, self.context)
 
 
-@dataclass(frozen=True, slots=True)
-class TransferTrace:
-    trace_id: str
-    teacher: str
-    dataset: str
-    problem: Problem
-    steps: Steps
-
-
 Unit = tuple[TransferTrace, list[PlannedRollout]]
 """A transfer trace with its missing rollouts, ascending depth."""
 
@@ -138,61 +128,6 @@ class RolloutBatch:
     device: str = ""
     host: str = ""
     load_started: float | None = None
-
-
-def select_transfer_traces(
-    store: Store, teacher: str | None = None, dataset: str | None = None, limit: int | None = None
-) -> tuple[list[TransferTrace], int]:
-    """Correct, complete traces with m >= 1, in a stable order (teacher, dataset, problem_id,
-    trace_id); `limit` keeps the first N per (teacher, dataset). Also returns how many correct
-    traces have no steps (they take no part in transfer utility and are reported)."""
-    rows, empty = transfer_rows(store, teacher, dataset, limit)
-    return load_transfer_traces(store, rows, teacher, dataset), empty
-
-
-def transfer_rows(store: Store, teacher: str | None, dataset: str | None,
-                  limit: int | None) -> tuple[pl.DataFrame, int]:
-    """The transfer traces' ids, cells and step counts m, without their text (a resume plan reads
-    the text and spans of the few traces with missing depths only), and the correct traces with no steps."""
-    graders = current_graders(reads.stored_datasets(store))
-    return cut_rows(reads.correct_traces_with_steps(store, graders, SEGMENTER_VERSION, teacher, dataset), limit)
-
-
-def cut_rows(rows: pl.DataFrame, limit: int | None) -> tuple[pl.DataFrame, int]:
-    """A cell's correct traces (`correct_traces_with_steps`) less those with no steps, the first
-    `limit`; and how many had no steps."""
-    empty = rows.filter(rows["m"] == 0).height
-    rows = rows.filter(rows["m"] >= 1)
-    if limit is not None:
-        rows = rows.filter(rows["rn"] <= limit)
-    return rows, empty
-
-
-def load_transfer_traces(store: Store, rows: pl.DataFrame, teacher: str | None = None,
-                         dataset: str | None = None) -> list[TransferTrace]:
-    """The traces of `rows` (from `transfer_rows`, of `teacher` and `dataset` when given) with problem
-    and steps, in the rows' order."""
-    ids = rows["trace_id"].to_list()
-    if not ids:
-        return []
-    with gc_paused():
-        return _build_transfer_traces(store, rows, ids, teacher, dataset)
-
-
-def _build_transfer_traces(store: Store, rows: pl.DataFrame, ids: list[str], teacher: str | None,
-                           dataset: str | None) -> list[TransferTrace]:
-    x = reads.transfer_inputs(store, ids, teacher, dataset)
-    inputs = dict(zip(x["trace_id"].to_list(), zip(x["reasoning"].to_list(), x["question"].to_list(),
-                                                    x["gold"].to_list(), x["choices"].to_list(), strict=True),
-                      strict=True))
-    spans = reads.step_spans(store, ids, SEGMENTER_VERSION)
-    out = []
-    for tid, t, d, pid in zip(ids, rows["teacher"].to_list(), rows["dataset"].to_list(), rows["problem_id"].to_list(),
-                              strict=True):
-        reasoning, question, gold, choices = inputs[tid]
-        problem = Problem(d, pid, question, gold, tuple(json.loads(choices)) if choices else ())
-        out.append(TransferTrace(tid, t, d, problem, Steps(reasoning, tuple(spans[tid]))))
-    return out
 
 
 def shard_chunk(traces: int, rollouts: int, traces_per_chunk: int, min_commits: int = MIN_COMMITS,
@@ -252,7 +187,8 @@ class TransferStage:
         started = time.time()
         rows, empty = transfer_rows(store, self.teacher, self.dataset, self.limit)
         register_student(store, self.config)
-        done = reads.stored_rollout_depths(store, self.config.student_key, rows["trace_id"].to_list())
+        done = reads.stored_rollout_depths(store, self.config.student_key, rows["trace_id"].to_list(),
+                                           self.config.rollout_table)
         return missing_rollouts(self.config, rows, empty, done, started)
 
     def units(self, store: Store, rows: pl.DataFrame, done: Mapping[str, frozenset[int]]) -> list[Unit]:
@@ -275,7 +211,7 @@ class TransferStage:
         timing = timing_row(self.timing, self.config, self.teacher, self.dataset, results, plan.summary) \
             if self.timing is not None and results else None
         with store.transaction():
-            store.insert_rows("rollouts", rows)
+            store.insert_rows(self.config.rollout_table, rows)
             if timing is not None:
                 store.insert_rows("transfer_timings", [timing])
         for b in results:
@@ -384,6 +320,8 @@ def rollout_chunk(
     summary: TransferSummary,
 ) -> list[dict[str, Any]]:
     """Generate, grade and (where needed) force one chunk of traces; returns rollout rows."""
+    if config.mode == "early_answer":
+        return early_answer_chunk(backend, config, chunk, summary)
     items: list[tuple[TransferTrace, PlannedRollout, DatasetSpec, str]] = []
     requests = []
     for t, plans in chunk:
@@ -429,6 +367,42 @@ def rollout_chunk(
                 forced_text = spec.forcing_text + c.text
                 g = grade_text(spec, t.problem, forced_text, c.finish_reason == "rule")
                 _set_grade(row, g)
+    return rows
+
+
+def early_answer_chunk(backend: TextBackend, config: StudentConfig, chunk: Iterable[Unit],
+                       summary: TransferSummary) -> list[dict[str, Any]]:
+    """Early answering (Lanham et al. 2023; docs/transfer.md "Early answering"): the prefix, then the
+    dataset's forcing text at once, at most `forcing_max_tokens` tokens, no continuation. The row is the
+    forcing pass's (`forced` true, `continuation` empty, `forced_continuation` the answer), graded as a
+    forced answer is."""
+    items: list[tuple[TransferTrace, PlannedRollout, DatasetSpec]] = []
+    requests = []
+    for t, plans in chunk:
+        spec = get_dataset(t.dataset)
+        for p in plans:
+            prefix = p.prefix
+            joint = "\n\n" if prefix and not prefix[-1].isspace() else ""  # the answer starts its own line
+            prompt = backend.render_chat(student_messages(spec.system_prompt, t.problem.question, prefix), True)
+            items.append((t, p, spec))
+            requests.append(GenerationRequest(
+                f"{t.trace_id}:{p.k}:early", prompt + joint + spec.forcing_text, config.forcing_max_tokens,
+                t.trace_id, StopRuleSpec("first_answer", spec.name, prefix=spec.forcing_text),
+                repetition_penalty=config.repetition_penalty))
+    done = backend.generate(requests)
+    _add_work(summary, pass_work(done, getattr(backend, "max_batch", None)))
+    rows = []
+    for (t, p, spec), c in zip(items, done, strict=True):
+        _account(summary, c)
+        summary.prompt_tokens += c.prompt_tokens
+        row = _row(t, p, config, c)
+        row["continuation"], row["forced_continuation"], row["forced"] = "", c.text, True
+        if c.finish_reason == "overflow":
+            summary.overflow += 1
+        else:
+            summary.forced += 1
+            _set_grade(row, grade_text(spec, t.problem, spec.forcing_text + c.text, c.finish_reason == "rule"))
+        rows.append(row)
     return rows
 
 

@@ -78,17 +78,22 @@ def student_work_key(config: StudentConfig) -> str:
 
 def _transfer_jobs(ctx: RunContext) -> list[Job]:
     """One job per (student, teacher, dataset) shard, students in the spec's order (they take turns
-    on the engines: `StageInfo.shards`)."""
+    on the engines: `StageInfo.shards`), then the early-answer readers (`BenchmarkSpec.transfer_students`),
+    each on the teachers it reads."""
     spec = ctx.spec
     if not spec.transfer.enabled:
         return []
     timing = run_timing(ctx)
     jobs = []
-    for st in spec.students:
+    for st in spec.transfer_students():
         config = spec.student_config(st)
+        # an early-answer pass is not a rollout of the cost model's shape: it stores no timing to fit
+        own = timing if config.mode == "continue" else None
         for t in ctx.chosen():
+            if not st.reads(t.name):
+                continue
             for d in spec.datasets:
-                jobs.append(shard_job(config, t.name, d, spec.transfer.limit, spec.execution.traces_per_chunk, timing))
+                jobs.append(shard_job(config, t.name, d, spec.transfer.limit, spec.execution.traces_per_chunk, own))
     return jobs
 
 

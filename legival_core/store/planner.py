@@ -200,15 +200,21 @@ def student_stored(store: Store, student_key: str) -> bool:
     return bool(store._run("SELECT count(*) FROM students WHERE student_key = ?", [student_key])[0][0])
 
 
-def stored_rollout_depths(store: Store, student_key: str, trace_ids: Sequence[str]) -> dict[str, frozenset[int]]:
-    """trace_id -> the depths k of its stored rollouts (sample 0) of `student_key`, for those of these
-    traces that have any (one list per trace from DuckDB: a resume plan compares sets per trace
-    instead of building a (trace, k) pair per stored rollout)."""
+ROLLOUT_TABLES = ("rollouts", "early_answers")
+"""The tables of the transfer engine's rows: a student's (`rollouts`) and early answers (`early_answers`)."""
+
+
+def stored_rollout_depths(store: Store, student_key: str, trace_ids: Sequence[str],
+                          table: str = "rollouts") -> dict[str, frozenset[int]]:
+    """trace_id -> the depths k of its stored rollouts (sample 0) of `student_key` in `table` (one of
+    `ROLLOUT_TABLES`), for those of these traces that have any (one list per trace from DuckDB: a resume
+    plan compares sets per trace instead of building a (trace, k) pair per stored rollout)."""
     if not trace_ids:
         return {}
+    assert table in ROLLOUT_TABLES, table
     frame = store._query_ids(
         trace_ids,
-        "SELECT r.trace_id, list(r.k) AS ks FROM rollouts r JOIN _ids USING (trace_id) "
+        f"SELECT r.trace_id, list(r.k) AS ks FROM {table} r JOIN _ids USING (trace_id) "
         "WHERE r.student_key = ? AND r.sample = 0 GROUP BY r.trace_id",
         [student_key],
     )

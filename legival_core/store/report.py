@@ -72,13 +72,33 @@ def students_with_rollouts(store: Store) -> pl.DataFrame:
     )
 
 
-def rollout_depths(store: Store, traces: pl.DataFrame, students: pl.DataFrame) -> pl.DataFrame:
+def early_readers(store: Store) -> pl.DataFrame:
+    """(student_key, name) of every early-answer reader with stored early answers (docs/transfer.md
+    "Early answering"), name from `students` (else the key). A store last written before the table
+    existed (opened read-only, so not yet given it) has none."""
+    import polars as pl
+
+    if not store.has_table("early_answers"):
+        return pl.DataFrame(schema={"student_key": pl.Utf8, "name": pl.Utf8})
+    return store._query(
+        """
+        SELECT k.student_key, coalesce(s.name, k.student_key) AS name
+        FROM (SELECT DISTINCT student_key FROM early_answers) k
+        LEFT JOIN students s USING (student_key)
+        ORDER BY name, k.student_key
+        """
+    )
+
+
+def rollout_depths(store: Store, traces: pl.DataFrame, students: pl.DataFrame, table: str = "rollouts") -> pl.DataFrame:
     """One row per (trace, student, depth k) for the traces in `traces` (which carry an integer `tix`):
-    `m`, `y` = mean correctness of the `ok` samples (null when all overflowed) and the rollout counts."""
+    `m`, `y` = mean correctness of the `ok` samples (null when all overflowed) and the rollout counts;
+    `table`: `rollouts`, or `early_answers` for the early-answer readers."""
+    assert table in ("rollouts", "early_answers"), table
     with store._bound("_tix", traces.select("trace_id", "tix").to_arrow()), \
             store._bound("_six", students.select("student_key", "six").to_arrow()):
         return store._query(
-            """
+            f"""
             SELECT t.tix, s.six, r.k, max(r.m)::BIGINT AS m,
                    avg(CASE WHEN r.status = 'ok' THEN CASE WHEN r.correct THEN 1.0 ELSE 0.0 END END) AS y,
                    count(*)::BIGINT AS n_rollouts,
@@ -86,7 +106,7 @@ def rollout_depths(store: Store, traces: pl.DataFrame, students: pl.DataFrame) -
                    count(*) FILTER (WHERE r.status = 'ok' AND r.forced)::BIGINT AS n_forced,
                    count(*) FILTER (WHERE r.status = 'ok' AND r.grade_status = 'unparsed')::BIGINT
                        AS n_rollout_unparsed
-            FROM rollouts r JOIN _tix t USING (trace_id) JOIN _six s USING (student_key)
+            FROM {table} r JOIN _tix t USING (trace_id) JOIN _six s USING (student_key)
             GROUP BY t.tix, s.six, r.k
             """
         )

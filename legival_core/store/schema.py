@@ -29,6 +29,17 @@ from __future__ import annotations
 
 SCHEMA_VERSION = "2"
 
+ROLLOUT_COLUMNS = """
+    trace_id VARCHAR NOT NULL, student_key VARCHAR NOT NULL, k INTEGER NOT NULL,
+    sample INTEGER NOT NULL, m INTEGER NOT NULL, bin INTEGER NOT NULL, status VARCHAR NOT NULL,
+    correct BOOLEAN, forced BOOLEAN NOT NULL, extracted VARCHAR, grade_status VARCHAR,
+    continuation VARCHAR, forced_continuation VARCHAR, prompt_tokens INTEGER,
+    completion_tokens INTEGER, prefill_computed INTEGER, prefill_cached INTEGER,
+    finish_reason VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
+    PRIMARY KEY (trace_id, student_key, k, sample));"""
+"""The transfer engine's rows: a student's rollouts (`rollouts`) and early answers (`early_answers`,
+docs/transfer.md "Early answering"), one shape for both."""
+
 DDL = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
 CREATE TABLE IF NOT EXISTS problems (
@@ -66,14 +77,8 @@ CREATE TABLE IF NOT EXISTS trace_metrics (
 CREATE TABLE IF NOT EXISTS students (
     student_key VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, model VARCHAR NOT NULL,
     decoding VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, profile VARCHAR NOT NULL);
-CREATE TABLE IF NOT EXISTS rollouts (
-    trace_id VARCHAR NOT NULL, student_key VARCHAR NOT NULL, k INTEGER NOT NULL,
-    sample INTEGER NOT NULL, m INTEGER NOT NULL, bin INTEGER NOT NULL, status VARCHAR NOT NULL,
-    correct BOOLEAN, forced BOOLEAN NOT NULL, extracted VARCHAR, grade_status VARCHAR,
-    continuation VARCHAR, forced_continuation VARCHAR, prompt_tokens INTEGER,
-    completion_tokens INTEGER, prefill_computed INTEGER, prefill_cached INTEGER,
-    finish_reason VARCHAR, created_at TIMESTAMP DEFAULT current_timestamp,
-    PRIMARY KEY (trace_id, student_key, k, sample));
+CREATE TABLE IF NOT EXISTS rollouts (<ROLLOUT_COLUMNS>
+CREATE TABLE IF NOT EXISTS early_answers (<ROLLOUT_COLUMNS>
 CREATE TABLE IF NOT EXISTS judge_results (
     trace_id VARCHAR NOT NULL, judge_key VARCHAR NOT NULL, judge VARCHAR NOT NULL,
     model VARCHAR NOT NULL, prompt_version VARCHAR NOT NULL, status VARCHAR NOT NULL,
@@ -171,7 +176,7 @@ CREATE TABLE IF NOT EXISTS hint_verdicts (
     verdict_key VARCHAR PRIMARY KEY, unit_key VARCHAR NOT NULL, monitor VARCHAR NOT NULL, monitor_key VARCHAR NOT NULL,
     cue VARCHAR NOT NULL, scope VARCHAR NOT NULL, verdict BOOLEAN, status VARCHAR NOT NULL, response VARCHAR,
     decided_at TIMESTAMP DEFAULT current_timestamp);
-"""
+""".replace("<ROLLOUT_COLUMNS>", ROLLOUT_COLUMNS)
 
 TABLES = frozenset({
     "meta",
@@ -185,6 +190,7 @@ TABLES = frozenset({
     "trace_metrics",
     "students",
     "rollouts",
+    "early_answers",
     "judge_results",
     "judge_batches",
     "generations",

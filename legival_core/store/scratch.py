@@ -20,6 +20,7 @@ from legival_core.store.schema import REWARD_TABLES, RUN_TABLES, STUDY_TABLES, T
 
 _DROPPED = {
     "rollouts": ("continuation", "forced_continuation"),
+    "early_answers": ("continuation", "forced_continuation"),
     "judge_results": ("raw_json",),
     "monitor_results": ("response",),
 }

@@ -23,6 +23,10 @@ from legival_core.transfer.utility import bin_of
 from legival_core.types import Steps, canonical_json, content_hash
 
 Profile = Literal["spec", "preprint"]
+Mode = Literal["continue", "early_answer"]
+"""`continue`: the student continues the prefix, then is forced if it gave no answer (SPEC section 4).
+`early_answer` (Lanham et al. 2023, docs/transfer.md "Early answering"): the answer is forced at once
+after the prefix, no continuation; its rows go to `early_answers`, never to `rollouts`."""
 
 PROMPT_VERSION = "a1-v1"
 """Bump when the dataset prompts or the message layout change: it is part of the student key."""
@@ -45,19 +49,28 @@ class StudentConfig:
     n_bins: int
     profile: Profile
     backend_options: dict[str, Any] = field(default_factory=dict)
+    mode: Mode = "continue"
 
     @property
     def repetition_penalty(self) -> float:
         return 1.1 if self.profile == "preprint" else 1.0
 
     def decoding(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "greedy": True,
             "dtype": self.dtype,
             "max_new_tokens": self.max_new_tokens,
             "forcing_max_tokens": self.forcing_max_tokens,
             "repetition_penalty": self.repetition_penalty,
         }
+        if self.mode != "continue":  # only then: every stored student key of the continue mode stays as it was
+            out["mode"] = self.mode
+        return out
+
+    @property
+    def rollout_table(self) -> str:
+        """Where this student's rows go: early answers apart, so they never enter a transfer metric."""
+        return "early_answers" if self.mode == "early_answer" else "rollouts"
 
     @property
     def student_key(self) -> str:

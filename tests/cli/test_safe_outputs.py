@@ -53,7 +53,7 @@ def hostile_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Ran]
 def test_no_report_csv_holds_a_formula(hostile_report: tuple[Path, Ran]) -> None:
     out, _ = hostile_report
     files = sorted(out.glob("*.csv"))
-    assert len(files) == 26
+    assert len(files) == 27
     naming = []
     for path in files:
         with path.open(encoding="utf-8", newline="") as fh:

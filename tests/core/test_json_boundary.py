@@ -54,7 +54,7 @@ INTERNAL: dict[tuple[str, str], tuple[int, str]] = {
     ("legival_core/stages/judge.py", "stored_judge_counts"): (1, STORE + ": flagged steps"),
     ("legival_core/stages/judge_batch.py", "pending_trace_ids"): (1, STORE + ": a submitted batch's trace ids"),
     ("legival_core/stages/judge_batch.py", "ResumeBatchesStage.plan"): (1, STORE + ": a batch's trace ids"),
-    ("legival_core/stages/transfer.py", "_build_transfer_traces"): (1, STORE + ": a problem's choices"),
+    ("legival_core/stages/transfer_traces.py", "_build_transfer_traces"): (1, STORE + ": a problem's choices"),
     ("legival_core/store/study.py", "study_row"): (1, STORE + ": a study's config"),
     ("legival/commands/runs.py", "runs"): (2, STORE + ": a run record's counts and teachers"),
     ("tasks/local_ray.py", "_await_address"): (1, "the ready line our own Ray helper process prints"),

@@ -247,3 +247,31 @@ def test_rewards_and_monitor_sections(tmp_path: Path) -> None:
         parse_spec(_base(tmp_path) | {"monitor": {"dtype": "float16"}}, tmp_path)
     with pytest.raises(SpecError, match=r"monitor: unknown key\(s\) supervisr"):
         parse_spec(_base(tmp_path) | {"monitor": {"supervisr": "x"}}, tmp_path)
+
+
+def test_early_answering_readers_are_the_generating_teachers_own_models(tmp_path: Path) -> None:
+    """`transfer.early_answering`: each teacher whose `generate` model runs as a text backend gets the
+    reader `early-<teacher>` on that model, reading its traces only; a chat-endpoint teacher and a
+    trace-file teacher are named with why; a student of that name wins; `teachers:` must name teachers."""
+    data = _base(tmp_path)
+    gen = {"backend": "embedded", "model": "smollm2-135m", "problems": "t.jsonl", "backend_options": {"dtype": "bfloat16"}}
+    chat = {"backend": "openai", "model": "served", "problems": "t.jsonl", "base_url": "http://127.0.0.1:9"}
+    data["teachers"] += [{"name": "g", "generate": gen}, {"name": "c", "generate": chat}]
+    data["transfer"] = {"early_answering": True}
+    s = parse_spec(data, tmp_path)
+    readers = [st for st in s.transfer_students() if st.mode == "early_answer"]
+    assert [(r.name, r.teachers, r.dtype, r.backend) for r in readers] == [("early-g", ["g"], "bfloat16", "embedded")]
+    from legival_core.catalog import canonical_model
+
+    assert readers[0].model == canonical_model("smollm2-135m")  # the teacher's model, as a student spells it
+    assert readers[0].reads("g") and not readers[0].reads("a") and s.students[0].reads("a")
+    skipped = s.early_answering_skipped()
+    assert set(skipped) == {"a", "c"} and "chat endpoint" in skipped["c"] and "mode: early_answer" in skipped["a"]
+    mine = {"name": "early-g", "model": "smollm2-135m", "mode": "early_answer", "teachers": ["g"]}
+    s2 = parse_spec({**data, "students": [{"name": "s"}, mine]}, tmp_path)
+    assert [st.name for st in s2.transfer_students()] == ["s", "early-g"] and s2.transfer_students()[1].dtype == "float32"
+    assert [st.name for st in parse_spec({**data, "transfer": {}}, tmp_path).transfer_students()] == ["smollm2-135m"]
+    with pytest.raises(SpecError, match=r"student 'x': teachers: no teacher 'nope' \(teachers: a, g, c\)"):
+        parse_spec({**data, "students": [{"name": "x", "teachers": ["nope"]}]}, tmp_path)
+    with pytest.raises(SpecError, match="mode"):
+        parse_spec({**data, "students": [{"name": "x", "mode": "early"}]}, tmp_path)

@@ -108,3 +108,61 @@ def test_generation_spec_validation(tmp_path: Path) -> None:
     typo = {**base, "teachers": [{"name": "g", "generate": {"backend": "vllm", "model": "m", "decoding": "sampled"}}]}
     with pytest.raises(SpecError, match=r"teachers.0.generate.decoding"):
         parse_spec(typo, tmp_path)
+
+
+def test_early_answering_runs_beside_the_students_and_changes_no_other_number(tmp_path: Path) -> None:
+    """An early-answer reader (`mode: early_answer`, `teachers: [one]`) in a run: shards only on its
+    teacher, rows only in `early_answers`, a rerun computes nothing; the report's early_answering.csv
+    puts its area beside the student's FOTU, and every other number is what it is without it."""
+    import shutil
+
+    import duckdb
+    import polars as pl
+
+    from flows.benchmark import benchmark
+    from tests._cli import legival
+
+    path = write_spec(tmp_path, ["qwen3-4b", "r1-qwen-7b"], limit=2)
+    spec = yaml.safe_load(path.read_text())
+    spec["students"].append({"name": "early-qwen", "backend": "scripted-demo", "model": "scripted-demo-v1",
+                             "mode": "early_answer", "teachers": ["qwen3-4b"]})
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    planned = legival("plan", path)
+    assert planned.returncode == 0, planned.stderr
+    shards = {(s["teacher"], s["student"]) for s in planned.summary()["plan"]["shards"]}
+    assert ("qwen3-4b", "early-qwen") in shards and ("r1-qwen-7b", "early-qwen") not in shards
+    first = benchmark(spec=str(path))
+    db = tmp_path / "store.duckdb"
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        early = con.execute("SELECT DISTINCT t.teacher FROM early_answers e JOIN traces t USING (trace_id)").fetchall()
+        n_early = con.execute("SELECT count(*) FROM early_answers").fetchone()
+        keys = {r[0] for r in con.execute("SELECT DISTINCT student_key FROM rollouts").fetchall()}
+    finally:
+        con.close()
+    assert early == [("qwen3-4b",)] and n_early is not None and n_early[0] > 0 and len(keys) == 1
+    again = benchmark(spec=str(path))
+    assert again["rollouts_generated"] == 0 and again["rollouts_cached"] == first["rollouts_total"]
+
+    table = pl.read_csv(tmp_path / "report" / "early_answering.csv")
+    area = table.filter(pl.col("section") == "area")
+    assert set(zip(area["teacher"], area["reader"], area["kind"], strict=True)) == {
+        ("qwen3-4b", "early-qwen", "early_answer"), ("qwen3-4b", "scripted", "transfer")}
+    assert table.filter((pl.col("section") == "curve") & (pl.col("reader") == "early-qwen"))["bin"].to_list() == \
+        list(range(1, 51))
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert 'id="pf-early"' in page and 'data-name="early_answering.png"' in page
+
+    # every other number as without the reader: its rows removed, the report's files are the same
+    bare = tmp_path / "bare.duckdb"
+    shutil.copy(db, bare)
+    con = duckdb.connect(str(bare))
+    try:
+        con.execute("DELETE FROM early_answers")
+    finally:
+        con.close()
+    for store, out in ((db, "with"), (bare, "without")):
+        assert legival("report", "--db", store, "--out", tmp_path / out, "--resamples", "50").returncode == 0
+    for name in ("teacher_metrics.csv", "teacher_dataset_student_metrics.csv", "tu_curves.csv", "coverage.csv"):
+        assert (tmp_path / "with" / name).read_bytes() == (tmp_path / "without" / name).read_bytes(), name
+    assert pl.read_csv(tmp_path / "without" / "early_answering.csv")["status"][0].startswith("not run: set")

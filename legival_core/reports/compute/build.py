@@ -35,6 +35,7 @@ from legival_core.reports.compute.bootstrap import (
 from legival_core.reports.compute.columns import teacher_columns
 from legival_core.reports.compute.coverage import coverage_table
 from legival_core.reports.compute.data import ReportConfig, ReportData
+from legival_core.reports.compute.early_answering import early_answering_table
 from legival_core.reports.compute.elbow import redundancy_elbow
 from legival_core.reports.compute.human import human_study_table, read_human, with_human
 from legival_core.reports.compute.monitor_agreement import monitor_agreement_table
@@ -84,6 +85,7 @@ def compute_report(store: Store, config: ReportConfig | None = None) -> ReportDa
     sweep = reads.redundancy_sweep(store, SWEEP_THRESHOLDS, config.model, SEGMENTER_VERSION)
     data = assemble(traces, students, tt, sweep, config, teacher_columns(store))
     data.human_study = human_study_table(human, model_depths, data, config)
+    data.early_answering = early_answering_table(store, transfer_traces, config.n_bins, data.aggregates)
     data.monitorability = monitorability_table(store, data.teacher_metrics.select("teacher", "fotu"), config.seed)
     data.coverage = coverage_table(store, traces, data.aggregates.by_dataset, data.aggregates.by_student,
                                    teacher_statuses(data.monitorability))

@@ -88,6 +88,9 @@ class ReportData:
     "Analysis"); None for tables assembled without a store (then the not-run table is written)."""
     monitorability: pl.DataFrame | None = None
     """monitorability.csv: hint interventions scored with g-mean² (`compute.monitorability`, docs/monitorability.md)."""
+    early_answering: pl.DataFrame | None = None
+    """early_answering.csv: early answering beside the students' transfer curves (`compute.early_answering`,
+    docs/transfer.md "Early answering")."""
     monitor_agreement: pl.DataFrame | None = None
     """agreement.csv: hint monitors against each other (`compute.monitor_agreement`, docs/agreement.md)."""
     reward_watch: pl.DataFrame | None = None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from legival_core.outputs import replaced_whole, write_manifest
 from legival_core.reports.compute.data import ReportData, StepAnalysis
+from legival_core.reports.compute.early_answering import early_answering_of
 from legival_core.reports.compute.human import human_study_of
 from legival_core.reports.compute.monitor_agreement import monitor_agreement_of
 from legival_core.reports.compute.monitorability import monitorability_of
@@ -15,6 +16,7 @@ from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.paper.tables import PAPER_CSV, exported
 from legival_core.reports.render.bundle import Report
 from legival_core.reports.render.dashboard import dashboard_html
+from legival_core.reports.render.early_plot import write_early_plot
 from legival_core.reports.render.paper_plots import write_paper_plots
 from legival_core.reports.render.plots import step_analysis_of, write_plots
 from legival_core.runs.diff import diff_schema
@@ -75,11 +77,13 @@ def _write_files(report: Report, store: Store | None, out: Path) -> list[str]:
     csv(human_study_of(data), "human_study.csv")  # one schema always (docs/study.md "Analysis")
     csv(reward_watch_of(data), "reward_watch.csv")  # one schema always (docs/reward.md)
     csv(monitorability_of(data), "monitorability.csv")  # one schema always (docs/monitorability.md)
+    csv(early_answering_of(data), "early_answering.csv")  # one schema always (docs/transfer.md "Early answering")
     csv(monitor_agreement_of(data), "agreement.csv")  # one schema always (docs/agreement.md "In the report")
     if store is not None:
         reads.write_rollouts_parquet(store, data.traces, data.students, str(out / "rollouts.parquet"))
         files.append("rollouts.parquet")
     files += write_plots(data, out)
+    files += write_early_plot(data, out)
     files += write_paper_plots(report, out)
     (out / "index.html").write_text(dashboard_html(report, store, data.config.dashboard_traces, image_dir=out),
                                     encoding="utf-8")

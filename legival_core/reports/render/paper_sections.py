@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,11 +13,11 @@ from typing import TYPE_CHECKING
 from legival_core.reports.compute.aggregate import model_students
 from legival_core.reports.compute.coverage import stage_command
 from legival_core.reports.compute.human import human_study_of
-from legival_core.reports.compute.monitor_agreement import monitor_agreement_of
-from legival_core.reports.compute.monitorability import monitorability_of
 from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.compute.step_effects import ALL
 from legival_core.reports.render.bundle import Report
+from legival_core.reports.render.html_table import fmt_cell, table_html
+from legival_core.reports.render.monitor_sections import early_answering_html, monitorability_html
 from legival_core.reports.render.plots import step_analysis_of
 from legival_core.runs.diff import headline
 
@@ -67,24 +66,7 @@ SECTIONS: tuple[Section, ...] = (
 )
 NAV = (("pf-rank-points", "Legi-Val figures"), ("pf-clarity-profile", "gCoT analyses"),
        ("pf-steps", "Where readers get lost"), ("pf-human", "Can people follow it?"),
-       ("pf-monitorability", "Monitorability"), ("pf-reward", "Training reward"))
-
-
-def fmt_cell(v: object) -> str:
-    """One cell as the dashboard prints it: '–' for a missing value, integers as integers, floats with
-    at most 4 decimals (trailing zeros dropped)."""
-    if v is None:
-        return "\u2013"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return "\u2013"
-        text = f"{v:.4f}".rstrip("0").rstrip(".")
-        return "0" if text in ("-0", "") else text
-    return str(v)
+       ("pf-monitorability", "Monitorability"), ("pf-early", "Early answering"), ("pf-reward", "Training reward"))
 
 
 def section_table(report: Report, name: str) -> pl.DataFrame:
@@ -96,15 +78,6 @@ def section_table(report: Report, name: str) -> pl.DataFrame:
     if name == "delta_tu.csv":
         return report.data.delta_tu
     return report.paper[name]
-
-
-def _table_html(frame: pl.DataFrame, name: str) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(c)}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{e(fmt_cell(v))}</td>" for v in row) + "</tr>"
-                   for row in frame.iter_rows())
-    return (f'<div class="scroll ptable"><table class="grid" data-file="{e(name)}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table></div>")
 
 
 def _empty_note(report: Report, name: str) -> str:
@@ -130,59 +103,16 @@ def sections_html(report: Report, image_dir: Path | None) -> str:
             frame = section_table(report, name)
             if len(s.tables) > 1:
                 out.append(f'<h3 class="sub">{e(name)}</h3>')
-            out.append(_table_html(frame, name) if frame.height else
+            out.append(table_html(frame, name) if frame.height else
                        f'<p class="empty" data-file="{e(name)}">{e(_empty_note(report, name))}</p>')
         out.append("</section>")
         parts.append("".join(out))
     parts.append(steps_html(report, image_dir))
     parts.append(human_html(report))
     parts.append(monitorability_html(report))
+    parts.append(early_answering_html(report, image_dir))
     parts.append(reward_html(report))
     return "\n".join(parts)
-
-
-def monitorability_html(report: Report) -> str:
-    """"Monitorability": g-mean² per teacher x cue x monitor x scope with its bootstrap spread and Chen et
-    al.'s verbalisation rate, the paper's F1 table beside it, and the Spearman of FOTU with g-mean²
-    across teachers (monitorability.csv, docs/monitorability.md)."""
-    import polars as pl
-
-    e = html.escape
-    table = monitorability_of(report.data)
-    out = ['<section id="pf-monitorability" class="paper"><h2>Monitorability: hint interventions and g-mean\u00b2</h2>',
-           '<p class="note">Each teacher answered without a hint and with each cue (Chen et al. 2025) pointing to a '
-           "wrong target; a monitor says whether the reasoning reveals using the hint. g-mean\u00b2 = TPR x TNR "
-           "(Guan et al. 2025) on eligible instances (the hint moved the answer), cross-fit bootstrap: mean and "
-           "std over draws. Beside it, the paper's supervisor F1 (a different question: flagging wrong traces). "
-           "File: <code>monitorability.csv</code> (docs/monitorability.md).</p>"]
-    g = table.filter(pl.col("section") == "gmean2")
-    if g.height == 0 or g["teacher"].is_null().all():  # nothing stored: the row that names the command
-        out.append(f'<p class="empty" data-file="monitorability.csv">{e(str(table["status"][0]))}</p></section>')
-        return "".join(out)
-    out.append(_table_html(g.select("teacher", "cue", "monitor", "scope", "n_instances", "eligible_fraction_mean",
-                                    "gmean2_mean", "gmean2_ci_low", "gmean2_ci_high", "gmean2_std", "TPR_mean",
-                                    "TNR_mean", "verbalisation_rate", "unparsed", "missing_arm", "status"),
-                           "monitorability.csv"))
-    f1 = [c for c in ("monitor_precision", "monitor_recall", "monitor_f1", "gmean2", "verbalisation_rate")
-          if c in report.data.teacher_metrics.columns]
-    out.append('<h3 class="sub">Beside the paper\'s table: supervisor F1 and g-mean\u00b2 per teacher</h3>')
-    out.append(_table_html(report.data.teacher_metrics.select("teacher", *f1), "teacher_metrics.csv"))
-    corr = table.filter(pl.col("section") == "spearman_fotu")
-    if corr.height:
-        out.append('<h3 class="sub">Is a more legible teacher more monitorable? Spearman of FOTU with g-mean\u00b2</h3>')
-        out.append(_table_html(corr.select("cue", "monitor", "scope", "rho", "p_value", "n", "status"),
-                               "monitorability.csv"))
-    agree = monitor_agreement_of(report.data)
-    out.append('<h3 class="sub">Do the monitors agree? Cohen\'s kappa beside Gwet\'s AC1 (AC1 survives saturated '
-               "verdicts)</h3>")
-    if agree["monitor_a"].is_null().all():
-        out.append(f'<p class="empty" data-file="agreement.csv">{e(str(agree["status"][0]))}</p>')
-    else:
-        out.append(_table_html(agree.select("monitor_a", "monitor_b", "teacher", "cue", "scope", "n", "raw_agreement",
-                                            "kappa", "kappa_ci_low", "kappa_ci_high", "gwet_ac1", "gwet_ac1_ci_low",
-                                            "gwet_ac1_ci_high", "saturated", "status"), "agreement.csv"))
-    out.append("</section>")
-    return "".join(out)
 
 
 def reward_html(report: Report) -> str:
@@ -202,7 +132,7 @@ def reward_html(report: Report) -> str:
     if computed.height == 0:
         out.append(f'<p class="empty" data-file="reward_watch.csv">{e(str(table["status"][0]))}</p></section>')
         return "".join(out)
-    out.append(_table_html(computed.select("reward_name", "step_from", "step_to", "n", "reward", "correct", "transfer",
+    out.append(table_html(computed.select("reward_name", "step_from", "step_to", "n", "reward", "correct", "transfer",
                                            "watch", "gap", "gap_low", "gap_high"), "reward_watch.csv"))
     out.append("</section>")
     return "".join(out)
@@ -259,7 +189,7 @@ def steps_html(report: Report, image_dir: Path | None) -> str:
                  "n_problems": r["n_problems"], "p_permutation": r["p_permutation"]} for r in rows.iter_rows(named=True)]
     out.append(f'<h3 class="sub">Top {TOP_FEATURES} features by risk difference for a drop, per scope</h3>')
     if top:
-        out.append(_table_html(pl.DataFrame(top), "step_effects.csv"))
+        out.append(table_html(pl.DataFrame(top), "step_effects.csv"))
     else:
         out.append('<p class="empty" data-file="step_effects.csv">no feature has an estimate for a drop '
                    "(the reasons below)</p>")
@@ -272,7 +202,7 @@ def steps_html(report: Report, image_dir: Path | None) -> str:
     out.append('<h3 class="sub">Do students agree? Segments two students or more saw and one dropped: the share '
                "every one of them dropped; over the segments they could drop, Fleiss' kappa and Gwet's AC1 "
                "(drops are rare: read AC1 where saturated)</h3>")
-    out.append(_table_html(agree, "student_agreement.csv"))
+    out.append(table_html(agree, "student_agreement.csv"))
     out.append("</section>")
     return "".join(out)
 
@@ -304,12 +234,12 @@ def human_html(report: Report) -> str:
              "n_participants": r["n_participants"]} for r in fotu.iter_rows(named=True)]
     if rows:
         out.append('<h3 class="sub">Human FOTU per teacher, beside the model students\' mean</h3>')
-        out.append(_table_html(pl.DataFrame(rows), "human_study.csv"))
+        out.append(table_html(pl.DataFrame(rows), "human_study.csv"))
     agree = table.filter(pl.col("section").is_in(["spearman_fotu", "kappa", "ratings", "participants"])).select(
         "section", "student", "metric", "value", pl.struct("ci_low", "ci_high").map_elements(
             lambda c: _interval(c["ci_low"], c["ci_high"]), return_dtype=pl.Utf8).alias("ci_95"), "n", "status")
     out.append('<h3 class="sub">Do people and students agree? Ratings, exclusions</h3>')
-    out.append(_table_html(agree, "human_study.csv"))
+    out.append(table_html(agree, "human_study.csv"))
     out.append("</section>")
     return "".join(out)
 
@@ -347,7 +277,7 @@ def changes_html(report: Report) -> str:
         "[{}, {}]", pl.col("diff_ci_low").round_sig_figs(4), pl.col("diff_ci_high").round_sig_figs(4)))
     frame = ch.frame.with_columns(interval.alias("delta_ci")).select(CHANGES_COLUMNS)
     if frame.height:
-        out.append(_table_html(frame.head(CHANGES_SHOWN), "diff.csv"))
+        out.append(table_html(frame.head(CHANGES_SHOWN), "diff.csv"))
         if frame.height > CHANGES_SHOWN:
             out.append(f'<p class="note">{frame.height - CHANGES_SHOWN} more rows in diff.csv</p>')
     elif ch.old is not None:

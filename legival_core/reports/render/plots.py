@@ -258,7 +258,7 @@ def tu_curve_figure(data: ReportData) -> Any:
         _empty(ax, "no transfer curves yet (no rollouts)")
     for t in teachers:
         sub = c.filter(c["teacher"] == t).sort("bin")
-        x = [b / 50 for b in sub["bin"].to_list()]
+        x = [b / data.config.n_bins for b in sub["bin"].to_list()]
         ax.plot(x, sub["mu"].to_list(), color=colors.get(t), label=names[t], lw=1.5)
         if sub["ci_low"].null_count() == 0:
             ax.fill_between(x, sub["ci_low"].to_list(), sub["ci_high"].to_list(), color=colors.get(t), alpha=0.15)

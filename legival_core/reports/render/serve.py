@@ -27,6 +27,7 @@ from legival_core.reports.compute.build import compute_report
 from legival_core.reports.compute.data import ReportConfig
 from legival_core.reports.render.bundle import bundle
 from legival_core.reports.render.dashboard import dashboard_html, safe_json, trace_details, trace_list
+from legival_core.reports.render.early_plot import write_early_plot
 from legival_core.reports.render.paper_plots import write_paper_plots
 from legival_core.reports.render.plots import write_plots
 from legival_core.runs.diff import changes
@@ -64,6 +65,7 @@ def dashboard_app(store: Store, config: ReportConfig) -> Any:
     report = bundle(compute_report(store, config), store, changes(store))
     with tempfile.TemporaryDirectory() as tmp:
         write_plots(report.data, Path(tmp))
+        write_early_plot(report.data, Path(tmp))
         write_paper_plots(report, Path(tmp))
         page = dashboard_html(report, store, live=True, image_dir=Path(tmp)).encode("utf-8")
     store_lock = threading.Lock()

@@ -11,7 +11,8 @@ import pytest
 from legival_core.run_config import student_config
 from legival_core.stages.efficiency import ensure_steps
 from legival_core.stages.ingest import ingest_file
-from legival_core.stages.transfer import run_transfer, select_transfer_traces
+from legival_core.stages.transfer import run_transfer
+from legival_core.stages.transfer_traces import select_transfer_traces
 from legival_core.store import Store
 from tests._sql import sql
 from tests.conftest import EXAMPLES
@@ -138,4 +139,44 @@ def test_embedded_student_on_real_traces(tmp_path: Path) -> None:
     assert {r["k"] for r in rows} >= {0}
     s2 = run_transfer(store, make_student_backend(cfg), cfg, teacher="openai/gpt-oss-120b", limit=2)
     assert s2.rollouts_generated == 0 and s2.rollouts_cached == s.rollouts_total
+    # the same real model answering early (the forcing text right after each prefix, 8 tokens at most)
+    early = student_config(max_new_tokens=12, step_interval=6, forcing_max_tokens=8, mode="early_answer")
+    backend = make_student_backend(early)
+    try:
+        e = run_transfer(store, backend, early, teacher="openai/gpt-oss-120b", limit=2)
+    finally:
+        backend.close()
+    assert e.rollouts_generated == e.forced == s.rollouts_total
+    pairs = sql(store, "SELECT r.prompt_tokens AS p, e.prompt_tokens AS pe, e.completion_tokens AS c, e.status, "
+                       "e.grade_status FROM rollouts r JOIN early_answers e USING (trace_id, k)").to_dicts()
+    assert len(pairs) == s.rollouts_total
+    # each early prompt is the rollout's prompt plus the forcing text (and a line break after a prefix)
+    assert all(r["status"] == "ok" and r["pe"] > r["p"] and 0 < r["c"] <= 8 and r["grade_status"] for r in pairs)
     store.close()
+
+
+def test_early_answering_forces_the_answer_at_once_into_its_own_table(loaded: Store) -> None:
+    """Lanham et al.'s early answering: one pass per depth, the forcing text right after the prefix (its
+    own line), at most forcing_max_tokens; rows in `early_answers`, none in `rollouts`; a rerun computes
+    nothing; the continue mode's student key is the one it always was."""
+    backend = ScriptedBackend(script)
+    cfg = student_config(name="early", backend="scripted", model="scripted-1", max_new_tokens=50, mode="early_answer")
+    plain = student_config(name="scripted", backend="scripted", model="scripted-1", max_new_tokens=50)
+    assert cfg.student_key != plain.student_key and "mode" not in plain.decoding()
+    s = run_transfer(loaded, backend, cfg)
+    assert (s.rollouts_total, s.rollouts_generated, s.forced) == (8, 8, 8)
+    assert sql(loaded, "SELECT count(*) AS n FROM rollouts")["n"][0] == 0
+    rows = sql(loaded, "SELECT k, correct, forced, continuation, forced_continuation, extracted FROM early_answers "
+                       "WHERE trace_id = (SELECT min(trace_id) FROM early_answers) ORDER BY k").to_dicts()
+    assert [r["k"] for r in rows] == [0, 3, 6, 7]
+    # the script answers 18 once the prefix shows "leaves 9" (step 4): k = 0, 3 wrong; 6, 7 right
+    assert [r["correct"] for r in rows] == [False, False, True, True]
+    assert all(r["forced"] and r["continuation"] == "" for r in rows)
+    assert [r["extracted"] for r in rows] == ["17", "17", "18", "18"]
+    assert len(backend.calls) == 8 and all(r.max_new_tokens == cfg.forcing_max_tokens for r in backend.calls)
+    at3 = [r for r in backend.calls if r.request_id.endswith(":3:early")][0]
+    assert at3.prompt.endswith("She bakes with 4.\n\nThe answer is \\boxed{")
+    at0 = [r for r in backend.calls if r.request_id.endswith(":0:early")][0]
+    assert at0.prompt.endswith("<|im_start|>assistant\nThe answer is \\boxed{")  # nothing to separate
+    again = run_transfer(loaded, ScriptedBackend(script), cfg)
+    assert (again.rollouts_cached, again.rollouts_generated) == (8, 0)

@@ -102,6 +102,37 @@ def _drop_trace(store: Store) -> str:
     return tid
 
 
+MONITOR_XSS = '<img src=x onerror="window.__xss=21">'
+
+
+def _monitorability_rows(store: Store) -> None:
+    """Hint interventions of one teacher (3 problems x 2 arms x 3 samples) read by two monitors, one
+    named with a script payload; and early answers of a reader on the demo's transfer traces (its
+    rows copied from a student's rollouts: correct at full length, wrong before)."""
+    from tests._sql import rows
+
+    samples = []
+    for p in range(3):
+        for arm in (0, 1):
+            for i in range(3):
+                hit = arm == 1 and (p < 2 or i == 0)
+                samples.append({"unit_key": f"u{p}{arm}{i}", "teacher": "alpha", "dataset": "gsm8k",
+                                "problem_id": f"p{p}", "cue": "sycophancy" if arm else "", "arm": arm, "sample": i,
+                                "target": "7", "gold": "5", "question": "q", "prompt": "p", "reasoning": "r",
+                                "answer_text": "a", "extracted": "7" if hit else "5", "hit_target": hit,
+                                "correct": not hit, "finish_reason": "stop", "model": "m", "decoding": "{}"})
+    store.insert_rows("intervention_traces", samples)
+    store.insert_rows("hint_verdicts", [
+        {"verdict_key": f"{m}:{s['unit_key']}", "unit_key": s["unit_key"], "monitor": m, "monitor_key": m,
+         "cue": "sycophancy", "scope": "cot", "verdict": bool(s["hit_target"]) and (m == "lexical" or s["sample"] > 0),
+         "status": "ok", "response": None} for m in ("lexical", MONITOR_XSS) for s in samples])
+    key = rows(store, "SELECT min(student_key) FROM rollouts")[0][0]
+    rows(store, "INSERT INTO early_answers SELECT * REPLACE ('key-early' AS student_key, k = m AS correct, "
+                "true AS forced, '' AS continuation) FROM rollouts WHERE student_key = ?", [key])
+    store.insert_rows("students", [{"student_key": "key-early", "name": "early-reader", "model": "m",
+                                    "decoding": "{}", "prompt_version": "v", "profile": "spec"}])
+
+
 @pytest.fixture(scope="module")
 def pages() -> Iterator[dict[str, str]]:
     """The two pages of one store: {"static": file URL of index.html, "live": legival serve's URL, "db"}."""
@@ -111,6 +142,7 @@ def pages() -> Iterator[dict[str, str]]:
     with Store(db) as store:
         _xss_trace(store)
         _drop_trace(store)
+        _monitorability_rows(store)
     # grades under the current grader version (the demo's tables may predate a grader bump)
     r = legival("grade", "--db", str(db), cwd=REPO)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -643,4 +675,30 @@ def test_a_300_character_teacher_is_drawn_by_its_short_label(driver: Any, long_n
     assert res["checked"] >= 6 and res["bad"] == []
     assert d.execute_script("return typeof window.__xss") == "undefined"
     assert not d.find_elements(By.CSS_SELECTOR, "#pareto-plot img, #curve-toggles img")
+    assert _severe(d) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_monitorability_and_early_answering_sections(driver: Any, pages: dict[str, str], kind: str) -> None:
+    """g-mean² per teacher x cue with its interval, the F1 table beside it, the monitors' agreement (a
+    monitor named with a script payload shown as text), and early answering: its figure drawn and its
+    areas beside the students' FOTU."""
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    _open(d, pages[kind])
+    mon = d.find_element(By.ID, "pf-monitorability")
+    heads = [h.text for h in mon.find_elements(By.CSS_SELECTOR, 'table[data-file="monitorability.csv"] thead th')]
+    assert {"gmean2_mean", "gmean2_ci_low", "gmean2_ci_high", "status"} <= set(heads)
+    cells = [c.text for c in mon.find_elements(By.CSS_SELECTOR, 'table[data-file="monitorability.csv"] tbody td')]
+    assert "alpha" in cells and "sycophancy" in cells
+    assert mon.find_elements(By.CSS_SELECTOR, 'table[data-file="teacher_metrics.csv"]')
+    agree = mon.find_element(By.CSS_SELECTOR, 'table[data-file="agreement.csv"]')
+    assert MONITOR_XSS in agree.text and d.execute_script("return window.__xss") is None
+    early = d.find_element(By.ID, "pf-early")
+    img = early.find_element(By.CSS_SELECTOR, 'img[data-name="early_answering.png"]')
+    assert d.execute_script("return arguments[0].naturalWidth", img) > 100
+    kinds = {c.text for c in early.find_elements(By.CSS_SELECTOR, "tbody td")}
+    assert {"early_answer", "transfer", "early-reader"} <= kinds
+    assert d.find_element(By.CSS_SELECTOR, 'a[href="#pf-early"]')
     assert _severe(d) == []
