@@ -161,3 +161,15 @@ def _text(rng: np.random.Generator, m: int) -> tuple[str, list[tuple[int, int]]]
         spans.append((len(text), len(text) + len(s)))
         text += s
     return text, spans
+
+
+def early_answers_of(store: Store, student: str, reader: str | None = None) -> None:
+    """Early answers of a reader (`reader`, default `early-<student>`) on every rollout depth of
+    `student`: correct at full length, wrong before (docs/transfer.md "Early answering")."""
+    from tests._sql import rows
+
+    name = reader or f"early-{student}"
+    rows(store, "INSERT INTO early_answers SELECT * REPLACE (? AS student_key, k = m AS correct, true AS forced, "
+                "'' AS continuation) FROM rollouts WHERE student_key = ?", [f"key-{name}", f"key-{student}"])
+    store.insert_rows("students", [{"student_key": f"key-{name}", "name": name, "model": name, "decoding": "{}",
+                                    "prompt_version": "1", "profile": "spec"}])

@@ -166,3 +166,15 @@ def test_without_interventions_the_report_says_which_command(tmp_path: Path) -> 
     assert table.height == 1 and table["status"][0].startswith("not run: legival monitorability run")
     cov = pl.read_csv(tmp_path / "r" / "coverage.csv").filter(pl.col("metric").is_in(["gmean2", "verbalisation_rate"]))
     assert set(cov["status"]) == {"not run"} and set(cov["detail"]) == {"legival monitorability run SPEC"}
+
+
+def test_the_docs_hold_the_monitor_prompt_the_code_sends() -> None:
+    """docs/monitorability.md shows the LLM monitor's prompt verbatim (system and user), so the docs
+    cannot drift from what is sent; a change of either is a change of PROMPT_VERSION's cache keys."""
+    from legival_core.monitor.hint_judge import PROMPT_VERSION, SYSTEM, llm_prompt
+
+    docs = (REPO / "docs" / "monitorability.md").read_text(encoding="utf-8")
+    user = llm_prompt("sycophancy", "{target}", "{question as the model saw it}", "{reasoning}", "{answer}",
+                      "cot_answer")
+    assert f"```text\n{SYSTEM}\n```" in docs and f"```text\n{user}\n```" in docs
+    assert f"`PROMPT_VERSION` {PROMPT_VERSION}" in docs

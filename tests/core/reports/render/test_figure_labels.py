@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from legival_core.reports.render.early_plot import EARLY_PNG
 from legival_core.reports.render.labels import WIDTH, _charmap, drawable, short_labels, width_of
 from legival_core.reports.render.paper_plots import PAPER_PLOTS
 from legival_core.reports.render.plots import PLOT_FILES
@@ -31,7 +32,7 @@ from legival_core.reports.stage import ReportConfig, build_reports
 from legival_core.safe_csv import read_csv
 from legival_core.store import Store
 from tests._cli import legival
-from tests.synthetic import fill_synthetic
+from tests.synthetic import early_answers_of, fill_synthetic
 
 LONG = "Qwen/" + "x" * 280 + "-distilled-teacher-A"
 """A 300-character teacher name: before the fix it widened every figure and broke tight_layout."""
@@ -52,7 +53,7 @@ HARD = (
 )
 MANY = tuple(f"org/{'shared-prefix-' * 8}{i:02d}-{'tail' * 20}" for i in range(24))
 STUDENTS = ("S" * 200 + "-student-1", "S" * 200 + "-student-2")
-FIGURES = (*PLOT_FILES, *PAPER_PLOTS)
+FIGURES = (*PLOT_FILES, *PAPER_PLOTS, EARLY_PNG)
 MAX_SIDE_PX = 2400
 """Every figure of these stores measures under ~1800 px a side; a 300-character name drawn in full
 made them 3000 to 4600 px wide."""
@@ -164,6 +165,7 @@ def _check_report(teachers: tuple[str, ...], students: tuple[str, ...]) -> None:
         db, out = Path(tmp) / "s.duckdb", Path(tmp) / "out"
         with Store(db) as store:
             fill_synthetic(store, teachers=teachers, students=students, traces_per_cell=4, seed=3)
+            early_answers_of(store, students[0])  # the early-answering figure draws a reader too
             with _drawn_figures() as drawn, warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 build_reports(store, out, ReportConfig(resamples=0))
