@@ -1,6 +1,6 @@
 """Issue 38 item 9: a plan calibrated on a run whose engine was prewarmed long before its transfer.
 
-The first run ingests every trace of three teachers (hundreds: a long efficiency stage) and rolls out
+The first run ingests every trace of two teachers (hundreds: a long efficiency stage) and rolls out
 a few of each: its student's engine starts loading as soon as the traces are segmented (`prewarm`),
 then waits while the efficiency stage embeds them. A second spec, two other teachers on the same
 store, is then planned calibrated on that run and run: its transfer must be planned within 25% of
@@ -10,7 +10,7 @@ start before (issue 38: "engine start 113 s measured" for a 7.7 s load); its sta
 efficiency stage's time, which the first run's engine waited.
 
 Real runs (each command its own process, as test_plan_time.py): marked `timing`, run alone after the
-parallel suite. About 5 minutes on the idle 2-core machine.
+parallel suite. About 2 minutes on the idle 2-core machine.
 """
 
 from __future__ import annotations
@@ -65,24 +65,24 @@ def _short_and_long(records: list[dict[str, Any]], n: int, long: int) -> list[di
 def test_calibrated_on_a_run_whose_engine_waited(shared_data: Path, tmp_path: Path, prefect_api: str) -> None:
     traces = shared_data / "reasoning_traces" / "gsm8k"
     store = tmp_path / "store.duckdb"
-    first = _spec(tmp_path / "first", "first", store, {m: _records(traces, m) for m in MODELS[:3]}, limit=2)
+    first = _spec(tmp_path / "first", "first", store, {m: _records(traces, m) for m in MODELS[:2]}, limit=2)
     second = _spec(tmp_path / "second", "second", store,
                    {m: _short_and_long(_records(traces, m), 6, 2) for m in MODELS[3:5]}, limit=6)
 
     uncalibrated = _legival(["plan", str(second), "--db", str(tmp_path / "empty.duckdb")])["estimated_wall_s"]
     run1 = _legival(["run", str(first)])
     waited = run1["stage_s"]["efficiency"]
-    assert run1["new_traces"] >= 900 and waited > 20, run1["stage_s"]  # hundreds of traces: a long wait
+    assert run1["new_traces"] >= 700 and waited > 10, run1["stage_s"]  # hundreds of traces: a long wait
     plan = _legival(["plan", str(second)])
     (t,) = plan["plan"]["times"]
     assert t["basis"] == "calibrated", t
     run2 = _legival(["run", str(second)])
     wall = run2["plan_vs_actual"]["wall_s"]
     planned, actual = wall["planned"], wall["actual"]
-    lines = [f"first run: efficiency {waited:.0f} s, transfer {run1['plan_vs_actual']['wall_s']}",
+    lines = [f"first run: efficiency {waited:.0f} s, transfer {run1['plan_vs_actual']['wall_s']}, stages {run1['stage_s']}",
              f"calibration: {t['source']}",
              f"second run: uncalibrated {uncalibrated} s, calibrated {planned} s, actual {actual} s: "
-             f"{uncalibrated / actual:.2f} and {planned / actual:.2f}"]
+             f"{uncalibrated / actual:.2f} and {planned / actual:.2f}; stages {run2['stage_s']}"]
     print("\n".join(lines))
     assert planned == plan["estimated_wall_s"] and run2["rollouts_generated"] > 0, lines
     # the engine start measured on the first run is its load and overheads, not the wait

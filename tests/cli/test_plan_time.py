@@ -1,5 +1,5 @@
 """Issue 28: `legival plan`'s transfer time against the time the transfer then takes, on real traces
-with long ones among them (../shared/data), three teachers, six transfer traces each, the embedded
+with long ones among them (../shared/data), two teachers, six transfer traces each, the embedded
 SmolLM2 student: `benchmarks/plan_time.py`'s scenario (calibrate, plan, run) at a test's size.
 
 It measures wall time, so it runs alone: marked `timing`, skipped inside the parallel suite and run by
@@ -30,7 +30,7 @@ def _legival(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def test_planned_transfer_time_against_the_actual(shared_data: Path, tmp_path: Path, prefect_api: str) -> None:
-    spec = write_workload(tmp_path, shared_data / "reasoning_traces" / "gsm8k", teachers=3, traces=6, long=2,
+    spec = write_workload(tmp_path, shared_data / "reasoning_traces" / "gsm8k", teachers=2, traces=6, long=2,
                           max_new_tokens=24, forcing_max_tokens=16)
     r = scenario(spec, _legival)
     print("\n".join(r.lines()))
