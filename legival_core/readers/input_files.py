@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from legival_core.readers.zip_members import zstd_error
+
 Compression = Literal["gzip", "zstd"]
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
@@ -191,7 +193,7 @@ class InputFile:
         except EOFError:
             raise InputFileError(name, f"the {compression} stream ends early, {_reached(line)} (a truncated "
                                        "file? what follows could not be read)") from None
-        except (OSError, zlib.error, _zstd_error()) as e:
+        except (OSError, zlib.error, zstd_error()) as e:
             what = f"the {compression} stream is corrupt" if compression else "cannot read it"
             detail = getattr(e, "strerror", None) or e
             raise InputFileError(name, f"{what}, {_reached(line)} ({detail})") from None
@@ -335,7 +337,7 @@ def _first_bytes(stream: io.BufferedIOBase) -> tuple[bytes, Exception | None]:
             if not got:
                 break
             head += got
-    except (OSError, EOFError, zlib.error, _zstd_error()) as e:
+    except (OSError, EOFError, zlib.error, zstd_error()) as e:
         return head, e
     return head, None
 
@@ -393,15 +395,6 @@ def _binary(head: bytes) -> bool:
     except UnicodeDecodeError as e:
         return e.reason != "unexpected end of data"  # that one: a character cut by the end of the head
     return False
-
-
-def _zstd_error() -> type[Exception]:
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - a base dependency
-        return OSError
-    err: type[Exception] = zstandard.ZstdError
-    return err
 
 
 class _ZstdReader(io.RawIOBase):

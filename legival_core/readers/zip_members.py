@@ -120,7 +120,7 @@ def _count(chunks: Any, limit: int) -> int:
             n += len(chunk)
             if n > limit:
                 break
-    except (zlib.error, OSError, ValueError, _zstd_error()):
+    except (zlib.error, OSError, ValueError, zstd_error()):
         pass  # damaged: the reader says what is wrong with it
     return n
 
@@ -161,7 +161,8 @@ class _Range(io.RawIOBase):
         return len(data)
 
 
-def _zstd_error() -> type[Exception]:
+def zstd_error() -> type[Exception]:
+    """zstandard's error class (OSError where zstandard is missing), for an `except` tuple."""
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a base dependency

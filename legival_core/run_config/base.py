@@ -64,6 +64,34 @@ def check_files(info: ValidationInfo) -> bool:
     return bool((info.context or {}).get("check_files", True))
 
 
+def optional_file(v: Path | None, info: ValidationInfo, what: str) -> Path | None:
+    """A spec's optional file, resolved against the spec's folder; a missing one is an error naming
+    `what` (unless the spec is read without checking files)."""
+    if v is None:
+        return None
+    p = resolve_path(v, info)
+    if check_files(info) and not p.is_file():
+        raise ValueError(f"{what} not found: {p}")
+    return p
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """A spec file's YAML data; SpecError naming the file for an unreadable file, text that is not
+    UTF-8 or not YAML (a date or int PyYAML cannot build is a ValueError; deep nesting a RecursionError)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SpecError(f"cannot read {what} {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{path}: not UTF-8 text: {e}") from None
+    try:
+        return yaml.safe_load(text)
+    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        raise SpecError(f"{path}: not valid YAML: {e}") from None
+
+
 def check_name(v: str, what: str) -> str:
     if not _NAME.match(v):
         raise ValueError(f"{what} {v!r}: use letters, digits and . _ / @ : + - (no spaces)")

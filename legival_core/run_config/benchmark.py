@@ -11,11 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from legival_core.run_config.analyses import Monitor, Rewards, SupervisorModel
-from legival_core.run_config.base import SpecError, Strict, format_errors, registered_name, resolve_path
+from legival_core.run_config.base import (
+    SpecError,
+    Strict,
+    format_errors,
+    read_yaml,
+    registered_name,
+    resolve_path,
+)
 from legival_core.run_config.monitorability import Monitorability
 from legival_core.run_config.sections import Efficiency, Execution, Ingest, Judge, Quality, Report, Transfer
 from legival_core.run_config.students import Student, early_readers
@@ -152,14 +158,4 @@ def parse_spec(data: Any, base_dir: str | Path | None = None, source: str = "spe
 
 def load_spec(path: str | Path, check_files: bool = True) -> BenchmarkSpec:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read spec {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{path}: not UTF-8 text: {e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, RecursionError) as e:  # ValueError: a date or int PyYAML cannot build
-        raise SpecError(f"{path}: not valid YAML: {e}") from None
-    return parse_spec(data, path.resolve().parent, str(path), check_files)
+    return parse_spec(read_yaml(path, "spec"), path.resolve().parent, str(path), check_files)

@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from legival_core.catalog import GEMMA3_270M
@@ -22,6 +21,7 @@ from legival_core.run_config.base import (
     Strict,
     check_name,
     format_errors,
+    read_yaml,
     registered_name,
     resolve_path,
 )
@@ -170,14 +170,4 @@ def parse_reward_spec(data: Any, base_dir: str | Path | None = None, source: str
 def load_reward_spec(path: str | Path) -> RewardSpec:
     """Read and validate a reward spec (SpecError naming the file, the key and what to fix)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SpecError(f"cannot read reward spec {path}: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise SpecError(f"{path}: not UTF-8 text: {e}") from None
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, ValueError, RecursionError) as e:
-        raise SpecError(f"{path}: not valid YAML: {e}") from None
-    return parse_reward_spec(data, path.resolve().parent, str(path))
+    return parse_reward_spec(read_yaml(path, "reward spec"), path.resolve().parent, str(path))

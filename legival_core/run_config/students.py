@@ -13,10 +13,9 @@ from legival_core.registry import entry
 from legival_core.run_config.base import (
     SpecError,
     Strict,
-    check_files,
     check_name,
+    optional_file,
     registered_name,
-    resolve_path,
 )
 from legival_core.run_config.sections import Transfer
 from legival_core.transfer.rollout_plan import Mode, StudentConfig
@@ -61,12 +60,7 @@ class Student(Strict):
     @field_validator("engine_config")
     @classmethod
     def _engine_config(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        if v is None:
-            return None
-        p = resolve_path(v, info)
-        if check_files(info) and not p.is_file():
-            raise ValueError(f"engine config not found: {p}")
-        return p
+        return optional_file(v, info, "engine config")
 
     @model_validator(mode="after")
     def _dtype(self) -> Student:

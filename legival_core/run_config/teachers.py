@@ -14,6 +14,7 @@ from legival_core.run_config.base import (
     Strict,
     check_files,
     check_name,
+    optional_file,
     registered_name,
     resolve_path,
 )
@@ -130,12 +131,7 @@ class Teacher(Strict):
     @field_validator("requests", "problems")
     @classmethod
     def _source_file(cls, v: Path | None, info: ValidationInfo) -> Path | None:
-        if v is None:
-            return None
-        p = resolve_path(v, info)
-        if check_files(info) and not p.is_file():
-            raise ValueError(f"file not found: {p}")
-        return p
+        return optional_file(v, info, "file")
 
     def source_options(self) -> SourceOptions:
         """What the trace source reads besides a file (`readers.sources.SourceOptions`)."""

@@ -20,7 +20,7 @@ import pytest
 from legival_core.store import Store
 from tests._cli import Ran, legival
 from tests.conftest import EXAMPLES
-from tests.core.study.server_store import STUDY, Served, make_served_study
+from tests.core.study.server_store import STUDY, Served, copy_served, make_served_study
 from tests.core.study.test_label_studio import annotator_map, first_task, rekeyed, stored
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -55,10 +55,7 @@ def template() -> Iterator[Served]:
 
 @pytest.fixture
 def served(template: Served, tmp_path: Path) -> Served:
-    db = tmp_path / "s.duckdb"
-    shutil.copy(template.db, db)
-    shutil.copytree(template.db.parent / f"{template.db.name}.studies", tmp_path / f"{db.name}.studies")
-    return Served(db, template.key, template.plan, template.steps, template.gold)
+    return copy_served(template, tmp_path)
 
 
 def _in_meta(tasks: list[dict[str, Any]]) -> None:

@@ -35,3 +35,9 @@ def table_html(frame: pl.DataFrame, name: str) -> str:
                    for row in frame.iter_rows())
     return (f'<div class="scroll ptable"><table class="grid" data-file="{e(name)}"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>")
+
+
+def empty_html(name: str, why: str) -> str:
+    """What stands where a file's table would: why it is empty (not run: which command; unavailable:
+    why), escaped, tagged with the file (the browser test reads `data-file`)."""
+    return f'<p class="empty" data-file="{html.escape(name)}">{html.escape(why)}</p>'

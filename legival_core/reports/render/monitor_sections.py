@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from legival_core.reports.compute.early_answering import EARLY, early_answering_of
 from legival_core.reports.compute.monitor_agreement import monitor_agreement_of
 from legival_core.reports.compute.monitorability import monitorability_of
-from legival_core.reports.render.html_table import table_html
+from legival_core.reports.render.html_table import empty_html, table_html
 
 if TYPE_CHECKING:
     from legival_core.reports.render.bundle import Report
@@ -24,7 +24,6 @@ def monitorability_html(report: Report) -> str:
     across teachers (monitorability.csv, docs/monitorability.md)."""
     import polars as pl
 
-    e = html.escape
     table = monitorability_of(report.data)
     out = ['<section id="pf-monitorability" class="paper"><h2>Monitorability: hint interventions and g-mean\u00b2</h2>',
            '<p class="note">Each teacher answered without a hint and with each cue (Chen et al. 2025) pointing to a '
@@ -34,7 +33,7 @@ def monitorability_html(report: Report) -> str:
            "File: <code>monitorability.csv</code> (docs/monitorability.md).</p>"]
     g = table.filter(pl.col("section") == "gmean2")
     if g.height == 0 or g["teacher"].is_null().all():  # nothing stored: the row that names the command
-        out.append(f'<p class="empty" data-file="monitorability.csv">{e(str(table["status"][0]))}</p></section>')
+        out.append(empty_html("monitorability.csv", str(table["status"][0])) + "</section>")
         return "".join(out)
     out.append(table_html(g.select("teacher", "cue", "monitor", "scope", "n_instances", "eligible_fraction_mean",
                                     "gmean2_mean", "gmean2_ci_low", "gmean2_ci_high", "gmean2_std", "TPR_mean",
@@ -53,7 +52,7 @@ def monitorability_html(report: Report) -> str:
     out.append('<h3 class="sub">Do the monitors agree? Cohen\'s kappa beside Gwet\'s AC1 (AC1 survives saturated '
                "verdicts)</h3>")
     if agree["monitor_a"].is_null().all():
-        out.append(f'<p class="empty" data-file="agreement.csv">{e(str(agree["status"][0]))}</p>')
+        out.append(empty_html("agreement.csv", str(agree["status"][0])))
     else:
         out.append(table_html(agree.select("monitor_a", "monitor_b", "teacher", "cue", "scope", "n", "raw_agreement",
                                             "kappa", "kappa_ci_low", "kappa_ci_high", "gwet_ac1", "gwet_ac1_ci_low",
@@ -80,7 +79,7 @@ def early_answering_html(report: Report, image_dir: Path | None) -> str:
            "(docs/transfer.md).</p>"]
     area = table.filter(pl.col("section") == "area")
     if area["teacher"].is_null().all():
-        out.append(f'<p class="empty" data-file="early_answering.csv">{e(str(table["status"][0]))}</p></section>')
+        out.append(empty_html("early_answering.csv", str(table["status"][0])) + "</section>")
         return "".join(out)
     png = image_dir / "early_answering.png" if image_dir is not None else None
     if png is not None and png.exists():

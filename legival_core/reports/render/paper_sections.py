@@ -16,7 +16,7 @@ from legival_core.reports.compute.human import human_study_of
 from legival_core.reports.compute.reward_watch import reward_watch_of
 from legival_core.reports.compute.step_effects import ALL
 from legival_core.reports.render.bundle import Report
-from legival_core.reports.render.html_table import fmt_cell, table_html
+from legival_core.reports.render.html_table import empty_html, fmt_cell, table_html
 from legival_core.reports.render.monitor_sections import early_answering_html, monitorability_html
 from legival_core.reports.render.plots import step_analysis_of
 from legival_core.runs.diff import headline
@@ -104,7 +104,7 @@ def sections_html(report: Report, image_dir: Path | None) -> str:
             if len(s.tables) > 1:
                 out.append(f'<h3 class="sub">{e(name)}</h3>')
             out.append(table_html(frame, name) if frame.height else
-                       f'<p class="empty" data-file="{e(name)}">{e(_empty_note(report, name))}</p>')
+                       empty_html(name, _empty_note(report, name)))
         out.append("</section>")
         parts.append("".join(out))
     parts.append(steps_html(report, image_dir))
@@ -120,7 +120,6 @@ def reward_html(report: Report) -> str:
     transfer and the watch student with their bootstrap bands (reward_watch.csv, docs/reward.md)."""
     import polars as pl
 
-    e = html.escape
     table = reward_watch_of(report.data)
     out = ['<section id="pf-reward" class="paper"><h2>Training reward: the Goodhart watch</h2>',
            '<p class="note">What a training loop\'s legibility reward scored (legival reward serve, the TRL and '
@@ -130,7 +129,7 @@ def reward_html(report: Report) -> str:
            "<code>reward_watch.csv</code> (docs/reward.md).</p>"]
     computed = table.filter(pl.col("status") == "computed")
     if computed.height == 0:
-        out.append(f'<p class="empty" data-file="reward_watch.csv">{e(str(table["status"][0]))}</p></section>')
+        out.append(empty_html("reward_watch.csv", str(table["status"][0])) + "</section>")
         return "".join(out)
     out.append(table_html(computed.select("reward_name", "step_from", "step_to", "n", "reward", "correct", "transfer",
                                            "watch", "gap", "gap_low", "gap_high"), "reward_watch.csv"))
@@ -169,7 +168,7 @@ def steps_html(report: Report, image_dir: Path | None) -> str:
     effects = steps.effects
     not_run = f"not run: {stage_command('step_events')}"
     if effects.height == 0 or (effects["status"] == not_run).all():
-        out.append(f'<p class="empty" data-file="step_effects.csv">{e(not_run)}</p></section>')
+        out.append(empty_html("step_effects.csv", not_run) + "</section>")
         return "".join(out)
     png = image_dir / "step_effects.png" if image_dir is not None else None
     if png is not None and png.exists():
@@ -213,7 +212,6 @@ def human_html(report: Report) -> str:
     ratings against FOTU, and who was excluded; the command to run when there is no study or no grade."""
     import polars as pl
 
-    e = html.escape
     table = human_study_of(report.data)
     out = ['<section id="pf-human" class="paper"><h2>Can people follow it? The human study</h2>',
            '<p class="note">People as one more student (<code>human</code>): FOTU on the depths they answered, '
@@ -222,7 +220,7 @@ def human_html(report: Report) -> str:
            "<code>human_study.csv</code>, <code>teacher_dataset_student_metrics.csv</code> (docs/study.md).</p>"]
     computed = table.filter(pl.col("status") == "computed")
     if computed.height == 0:
-        out.append(f'<p class="empty" data-file="human_study.csv">{e(str(table["status"][0]))}</p></section>')
+        out.append(empty_html("human_study.csv", str(table["status"][0])) + "</section>")
         return "".join(out)
     fotu = table.filter((pl.col("section") == "teacher") & (pl.col("metric") == "fotu"))
     models = model_students(report.data.aggregates.by_student).group_by(

@@ -5,6 +5,7 @@ in step m - 1 (attention checks need them); the others never write a number."""
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,3 +106,11 @@ def leaks(served: Served, code: str, position: int, text: str) -> list[str]:
         found.append("gold " + served.gold[tid])
     found += [x for x in (tid, str(it["item_id"])) if x in text]
     return found
+
+
+def copy_served(template: Served, folder: Path) -> Served:
+    """A fresh copy of a made study (its store and key folder) in `folder`: one per test, the study made once."""
+    db = folder / "s.duckdb"
+    shutil.copy(template.db, db)
+    shutil.copytree(template.db.parent / f"{template.db.name}.studies", folder / f"{db.name}.studies")
+    return Served(db, template.key, template.plan, template.steps, template.gold)

@@ -18,7 +18,7 @@ import pytest
 
 from legival_core.store import study as reads
 from legival_core.study.answers import MAX_ANSWER_CHARS, AnswerRefused, checked_answer, rating_of_form
-from tests.core.study.server_store import STUDY, Served, make_served_study
+from tests.core.study.server_store import STUDY, Served, copy_served, make_served_study
 from tests.core.study.test_label_studio import HOSTILE, _map, first_task, rekeyed, run_import, stored
 from tests.core.study.test_server import Client, consent, form, raw_post
 
@@ -32,10 +32,7 @@ def template() -> Iterator[Served]:
 @pytest.fixture
 def served(template: Served, tmp_path: Path) -> Served:
     """A fresh copy of the study (store and key file) per test, for the import."""
-    db = tmp_path / "s.duckdb"
-    shutil.copy(template.db, db)
-    shutil.copytree(template.db.parent / f"{template.db.name}.studies", tmp_path / f"{db.name}.studies")
-    return Served(db, template.key, template.plan, template.steps, template.gold)
+    return copy_served(template, tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ format by hand."""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from legival_core.study.label_studio import (
 )
 from legival_core.study.pages import MAX_ANSWER_CHARS
 from tests._cli import legival
-from tests.core.study.server_store import STUDY, Served, make_served_study
+from tests.core.study.server_store import STUDY, Served, copy_served, make_served_study
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "label_studio"
 HOSTILE = "=SUM(A1) <script>alert(1)</script> ' \" \\ & \u202e\u00e9\n second line"
@@ -50,10 +49,7 @@ def template() -> Iterator[Served]:
 @pytest.fixture
 def served(template: Served, tmp_path: Path) -> Served:
     """A fresh copy of the study (store and key file) per test."""
-    db = tmp_path / "s.duckdb"
-    shutil.copy(template.db, db)
-    shutil.copytree(template.db.parent / f"{template.db.name}.studies", tmp_path / f"{db.name}.studies")
-    return Served(db, template.key, template.plan, template.steps, template.gold)
+    return copy_served(template, tmp_path)
 
 
 def rekeyed(served: Served, name: str, to: Path, change: Any = None) -> Path:
