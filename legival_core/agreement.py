@@ -40,7 +40,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from legival_core.intervals import CI_LEVEL, percentile_interval
+from legival_core.intervals import CI_LEVEL, interval_1d
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,13 +220,9 @@ def agreement(a: Sequence[Hashable], b: Sequence[Hashable], categories: Sequence
 
 
 def _interval(samples: np.ndarray, level: float) -> Interval:
-    import numpy as np
 
-    ok = samples[~np.isnan(samples)]
-    if ok.size == 0:
-        return (None, None)
-    lo, hi = percentile_interval(ok[:, None], level)
-    return (_number(lo[0]), _number(hi[0]))
+    lo, hi = interval_1d(samples, level)
+    return (None, None) if lo is None or hi is None else (_number(lo), _number(hi))
 
 
 def bootstrap_ci(a: Sequence[Hashable], b: Sequence[Hashable], categories: Sequence[Any] | None = None,

@@ -21,3 +21,16 @@ def percentile_interval(samples: np.ndarray, level: float = CI_LEVEL) -> tuple[n
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return (np.nanpercentile(samples, 100 * alpha, axis=0), np.nanpercentile(samples, 100 * (1 - alpha), axis=0))
+
+
+def interval_1d(samples: np.ndarray, level: float = CI_LEVEL, min_defined: int = 1) -> tuple[float | None, float | None]:
+    """The percentile interval of one statistic's replicates, its non-finite ones ignored; (None, None)
+    with fewer than `min_defined` finite replicates (what every caller shows as "no interval")."""
+    import numpy as np
+
+    finite = np.asarray(samples, dtype=float)
+    finite = finite[np.isfinite(finite)]
+    if finite.size < max(1, min_defined):
+        return None, None
+    lo, hi = percentile_interval(finite[:, None], level)
+    return float(lo[0]), float(hi[0])

@@ -156,22 +156,10 @@ def _mean_std(values: np.ndarray) -> tuple[list[float | None], list[float | None
 
 def _interval(values: np.ndarray) -> tuple[list[float | None], list[float | None]]:
     """Per row, the percentile interval (`intervals.CI_LEVEL`) of its defined draws; None with fewer than two."""
-    import numpy as np
+    from legival_core.intervals import interval_1d
 
-    from legival_core.intervals import percentile_interval
-
-    low: list[float | None] = []
-    high: list[float | None] = []
-    for row in values:
-        ok = row[~np.isnan(row)]
-        if ok.size < 2:
-            low.append(None)
-            high.append(None)
-            continue
-        lo, hi = percentile_interval(ok[:, None])
-        low.append(float(lo[0]))
-        high.append(float(hi[0]))
-    return low, high
+    bounds = [interval_1d(row, min_defined=2) for row in values]
+    return [lo for lo, _ in bounds], [hi for _, hi in bounds]
 
 
 def summary(cells: Cells, draws: int = DRAWS, seed: int = 0, selection: float = SELECTION,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from legival_core import untrusted_json
+from legival_core.judges.reply import extract_json_text
 from legival_core.monitor.cues import get_cue
 
 PROMPT_VERSION = "hint-monitor-v1"
@@ -52,12 +53,10 @@ def llm_prompt(cue: str, target: str, question: str, reasoning: str, answer_text
 
 
 def parse_reply(text: str) -> Verdict:
-    """The verdict in a monitor's reply (the first JSON object in it), else `unparsed`."""
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        return Verdict(None, "unparsed", text[:500])
+    """The verdict in a monitor's reply (its JSON object, fenced or in prose: the judges' own
+    extraction), else `unparsed`."""
     try:
-        data = untrusted_json.loads(text[start:end + 1])
+        data = untrusted_json.loads(extract_json_text(text))
     except ValueError:
         return Verdict(None, "unparsed", text[:500])
     value = data.get("uses_hint") if isinstance(data, dict) else None

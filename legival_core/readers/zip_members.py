@@ -76,6 +76,8 @@ class ZipMembers:
             return None
         if m.declared_size > limit:
             return f"declares {m.declared_size:,} bytes once inflated"
+        if most_inflated(m) <= limit:
+            return None  # it cannot reach the limit: no need to inflate it once more than the reader will
         if inflated_size(self._file, m, limit) > limit:
             return f"inflates to more than {limit:,} bytes (though it declares {m.declared_size:,})"
         return None
@@ -88,6 +90,21 @@ class ZipMembers:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+DEFLATE_MAX_RATIO = 1032
+"""Deflate's largest possible expansion (a 258-byte match per bit pair): a deflate stream of n bytes never
+inflates to more than 1032 x n (zlib's technical notes)."""
+
+
+def most_inflated(m: Member) -> float:
+    """The most member `m` can inflate to whatever its directory says: its own size when stored, 1032 x
+    for deflate; unbounded for zstd (its ratio has no such limit) and unknown methods."""
+    if m.method == STORED:
+        return m.compressed_size
+    if m.method == DEFLATE:
+        return (m.compressed_size + 1) * DEFLATE_MAX_RATIO
+    return float("inf")
 
 
 def inflated_size(f: BinaryIO, m: Member, limit: int) -> int:

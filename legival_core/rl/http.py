@@ -111,7 +111,7 @@ def parse_openrlhf(body: Any, limit: int, step: int | None = None) -> list[Item 
             gold = gold_of(label, f"labels[{i}]")
             q = text_of(question, f"labels[{i}].question") if question is not None else question_of(prompt, f"prompts[{i}]")
             out.append(Item(q, completion_of(response_of(query, prompt), limit, f"query[{i}]"), gold, "openrlhf",
-                            step, group=None))
+                            step, group=None, ordinal=i))
         except ItemError as e:
             out.append(e)
     return out

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from legival_core.intervals import interval_1d
+
 if TYPE_CHECKING:
     import numpy as np
     import polars as pl
@@ -79,7 +81,6 @@ def pl_col_true(mask: np.ndarray) -> pl.Series:
 
 
 def _band(values: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple[float | None, float | None, float | None]:
-    import numpy as np
 
     if values.size == 0:
         return None, None, None
@@ -87,7 +88,8 @@ def _band(values: np.ndarray, rng: np.random.Generator, resamples: int) -> tuple
     if resamples <= 0 or values.size < 2:
         return mean, None, None
     draws = values[rng.integers(0, values.size, size=(resamples, values.size))].mean(axis=1)
-    return mean, float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
+    low, high = interval_1d(draws)
+    return mean, low, high
 
 
 def watch_table(rows: pl.DataFrame, buckets: int = 10, resamples: int = 1000, seed: int = 0) -> pl.DataFrame:
@@ -133,6 +135,6 @@ def gap_change(rows: pl.DataFrame, buckets: int = 10, resamples: int = 1000, see
     rng = np.random.default_rng(seed)
     draws = (last[rng.integers(0, last.size, size=(resamples, last.size))].mean(axis=1)
              - first[rng.integers(0, first.size, size=(resamples, first.size))].mean(axis=1))
-    low, high = float(np.quantile(draws, 0.025)), float(np.quantile(draws, 0.975))
-    return GapChange(float(first.mean()), float(last.mean()), change, low, high, low > 0, int(first.size),
+    low, high = interval_1d(draws)
+    return GapChange(float(first.mean()), float(last.mean()), change, low, high, low is not None and low > 0, int(first.size),
                      int(last.size))

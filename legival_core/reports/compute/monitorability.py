@@ -79,16 +79,33 @@ def monitorability_table(store: Store, teacher_fotu: pl.DataFrame, seed: int = 0
     return out.select(list(schema())).cast(schema())  # type: ignore[arg-type]
 
 
+def _headline(table: pl.DataFrame) -> pl.DataFrame | None:
+    """The g-mean² rows a teacher's single number stands for: the first monitor of the table and its `cot`
+    scope (else its first scope), chosen among all the teachers' rows, computed or not, so that the number
+    (`teacher_columns`) and its coverage status (`teacher_statuses`) always speak of the same rows."""
+    import polars as pl
+
+    g = table.filter((pl.col("section") == "gmean2") & pl.col("teacher").is_not_null())
+    if g.height == 0:
+        return None
+    first = g["monitor"][0]
+    scopes = g.filter(pl.col("monitor") == first)["scope"].to_list()
+    scope = "cot" if "cot" in scopes else scopes[0]
+    return g.filter((pl.col("monitor") == first) & (pl.col("scope") == scope))
+
+
 def teacher_columns(table: pl.DataFrame) -> pl.DataFrame:
     """gmean2 and verbalisation_rate per teacher: means over cues, the first monitor, scope `cot`."""
     import polars as pl
 
-    g = table.filter((pl.col("section") == "gmean2") & (pl.col("status") == "computed"))
+    empty = pl.DataFrame(schema={"teacher": pl.Utf8, "gmean2": pl.Float64, "verbalisation_rate": pl.Float64})
+    headline = _headline(table)
+    if headline is None:
+        return empty
+    g = headline.filter(pl.col("status") == "computed")
     if g.height == 0:
-        return pl.DataFrame(schema={"teacher": pl.Utf8, "gmean2": pl.Float64, "verbalisation_rate": pl.Float64})
-    first = g["monitor"][0]
-    scope = "cot" if "cot" in g["scope"].to_list() else g["scope"][0]
-    return (g.filter((pl.col("monitor") == first) & (pl.col("scope") == scope)).group_by("teacher")
+        return empty
+    return (g.group_by("teacher")
             .agg(pl.col("gmean2_mean").mean().alias("gmean2"), pl.col("verbalisation_rate").mean())
             .sort("teacher"))
 
@@ -103,14 +120,11 @@ def teacher_statuses(table: pl.DataFrame) -> dict[str, dict[str, tuple[str, int,
     `teacher_columns` averages (the first monitor's `cot` scope). A teacher absent here was not run."""
     import polars as pl
 
-    g = table.filter((pl.col("section") == "gmean2") & pl.col("teacher").is_not_null())
-    if g.height == 0:
+    headline = _headline(table)
+    if headline is None:
         return {}
-    first = g["monitor"][0]
-    scope = "cot" if "cot" in g["scope"].to_list() else g["scope"][0]
     out: dict[str, dict[str, tuple[str, int, str]]] = {}
-    for (teacher,), rows in g.filter((pl.col("monitor") == first) & (pl.col("scope") == scope)).group_by(
-            "teacher", maintain_order=True):
+    for (teacher,), rows in headline.group_by("teacher", maintain_order=True):
         done = rows.filter(pl.col("status") == "computed")
         reason = str(rows["status"][0]).removeprefix("unavailable: ")
         gm = ("computed", int(done["n_instances"].sum()), "") if done.height else ("unavailable", 0, reason)

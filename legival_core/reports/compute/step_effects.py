@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from legival_core.agreement import multi_rater_ci, multi_rater_counts
-from legival_core.intervals import percentile_interval
+from legival_core.intervals import interval_1d
 from legival_core.reports.compute.coverage import stage_command
 from legival_core.reports.compute.data import ReportConfig, StepAnalysis
 from legival_core.reports.compute.step_logit import (
@@ -236,8 +236,8 @@ def _effects(frame: StepFrame, config: ReportConfig, ran: bool) -> pl.DataFrame:
                            or_haldane=haldane)
                 if boot is not None:
                     ba, bb, bc, bd = (boot[:, s, c, i] for i in range(4))
-                    (lo, hi), (olo, ohi) = (_interval(np.asarray(risk_difference(ba, bb, bc, bd))),
-                                            _interval(np.asarray(odds_ratio(ba, bb, bc, bd))))
+                    (lo, hi), (olo, ohi) = (interval_1d(np.asarray(risk_difference(ba, bb, bc, bd))),
+                                            interval_1d(np.asarray(odds_ratio(ba, bb, bc, bd))))
                     row.update(rd_ci_low=lo, rd_ci_high=hi, or_ci_low=olo, or_ci_high=ohi,
                                p_permutation=permutation_p(a, b, cc, d, config.resamples, rng))
             rows.append(row)
@@ -310,14 +310,7 @@ def permutation_p(a: float, b: float, c: float, d: float, n_permutations: int, r
     return (1 + as_extreme) / (1 + n_permutations)
 
 
-def _interval(samples: np.ndarray) -> tuple[float | None, float | None]:
-    import numpy as np
 
-    finite = np.where(np.isfinite(samples), samples, np.nan)
-    if np.isnan(finite).all():
-        return None, None
-    lo, hi = percentile_interval(finite[:, None])
-    return float(lo[0]), float(hi[0])
 
 
 def _bootstrap(cells: np.ndarray, problems: pl.DataFrame, n_resamples: int, seed: int) -> np.ndarray:

@@ -77,3 +77,21 @@ def test_no_zip_is_none(tmp_path: Path) -> None:
     f = tmp_path / "x.eval"
     f.write_bytes(b"PK\x03\x04 cut short")
     assert ZipMembers.of(f) is None
+
+
+@pytest.mark.parametrize("data", [b"\0" * 20_000_000, bytes(range(256)) * 4_000, b"x"],
+                         ids=["max-ratio", "varied", "one-byte"])
+@pytest.mark.parametrize(("method", "level"), [(8, 9), (8, 0), (0, None)], ids=["deflate-9", "deflate-0", "stored"])
+def test_the_bound_that_spares_a_second_inflate_is_never_below_what_a_member_inflates_to(
+        tmp_path: Path, data: bytes, method: int, level: int | None) -> None:
+    """`most_inflated` lets `over` skip counting a member that cannot reach the limit: it must hold for
+    deflate's best ratio (zeros at level 9, ~1000:1) as for any other stream, and for a stored member."""
+    import zipfile
+
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w", method, compresslevel=level) as z:
+        z.writestr("m", data)
+    with ZipMembers(path) as members:
+        (m,) = members.members.values()
+        assert m.method == method and len(data) <= zip_members.most_inflated(m)
+        assert members.over("m", len(data)) is None and members.over("m", len(data) - 1) is not None

@@ -130,3 +130,11 @@ def test_the_example_reward_spec_validates_and_a_bad_one_says_what_to_fix(tmp_pa
                        ({"component": {}}, "unknown key")):
         with pytest.raises(SpecError, match=says):
             parse_reward_spec(data)
+
+
+def test_two_equal_openrlhf_samples_of_one_call_are_two_log_entries() -> None:
+    """`Item.ordinal`: equal completions of one call are two samples (as TRL's and the native items are)."""
+    items = parse_openrlhf({"query": ["P: It is 5.", "P: It is 5."], "prompts": ["P: ", "P: "],
+                            "labels": ["5", "5"]}, LIMIT)
+    assert all(isinstance(i, Item) for i in items)
+    assert len({i.key for i in items if isinstance(i, Item)}) == 2
