@@ -4,7 +4,10 @@ PY := $(VENV)/bin/python
 # The whole suite on every core: pytest-xdist hands out groups (a module, or the tests sharing one
 # server, cluster or engine: tests/conftest.py), the longest first (tests/durations.json); the 20
 # slowest tests are printed at the end (docs/testing.md keeps the table).
-PYTEST_WORKERS ?= auto
+# One worker more than the CPUs: a worker often waits (a server or Ray starting, a subprocess, a socket),
+# and the extra one fills that time: on the 2-core machine the parallel part took 966-991 s at 2 workers
+# and 877 s at 3 (the CPUs 99% busy then, by /proc/stat), every test passing (docs/testing.md).
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 .PHONY: install demo test test-fast test-durations check lint typecheck layers bench
